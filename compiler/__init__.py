@@ -1,0 +1,1 @@
+"""Driving the compiler: pass pipelines, XLA compilation and execution."""

@@ -1,0 +1,89 @@
+"""Pass pipelines: parse a pipeline string and run it, verifying after each pass.
+
+`builtin.module(verify-axes,flatten-maps{split-entry=false},lower-collectives)`
+follows mlir-opt's textual form; the `builtin.module(...)` wrapper is optional
+and named pipelines (`pmapc-to-stablehlo`) expand in place.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from pmapc import ir
+from pmapc.errors import Diagnostic, DiagnosticError, PipelineError
+from pmapc.passes import PASSES, PIPELINES
+from pmapc.passes.base import from_options
+
+DEFAULT_PIPELINE = PIPELINES["pmapc-to-stablehlo"]
+
+_ELEMENT = re.compile(r"\s*([A-Za-z0-9_.-]+)\s*(\{[^}]*\})?\s*(,|$)")
+
+
+def parse_pipeline(text: str) -> list:
+    """Pass instances for a pipeline string; PipelineError names what is wrong."""
+    body = text.strip()
+    wrapper = re.fullmatch(r"builtin\.module\((.*)\)", body, flags=re.S)
+    if wrapper:
+        body = wrapper.group(1)
+    passes = []
+    position = 0
+    while position < len(body):
+        match = _ELEMENT.match(body, position)
+        if match is None or match.end() == position:
+            raise PipelineError(f"malformed pass pipeline '{text}' at '{body[position:]}'; "
+                                "write e.g. 'builtin.module(verify-axes,flatten-maps)'")
+        name, options = match.group(1), _parse_options(match.group(2) or "")
+        passes.extend(_instantiate(name, options, text))
+        position = match.end()
+    return passes
+
+
+def _instantiate(name: str, options: dict[str, str], text: str) -> list:
+    if name in PIPELINES:
+        if options:
+            raise PipelineError(f"pipeline '{name}' takes no options")
+        return parse_pipeline(PIPELINES[name])
+    if name not in PASSES:
+        known = ", ".join([*PASSES, *PIPELINES])
+        raise PipelineError(f"unknown pass '{name}' in pipeline '{text}'; known passes: {known}")
+    return [from_options(PASSES[name], options)]
+
+
+def _parse_options(text: str) -> dict[str, str]:
+    options = {}
+    for item in text.strip("{}").split():
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise PipelineError(f"pass option '{item}' must be written key=value")
+        options[key] = value
+    return options
+
+
+# after_pass(pass_instance, module) is called after each pass ran and verified.
+AfterPass = Callable[[object, ir.Module], None]
+
+
+def run_passes(module: ir.Module, passes: list, after_pass: AfterPass | None = None) -> None:
+    """Run `passes` in order, verifying the IR after each one.
+
+    A pass that leaves invalid IR is a compiler bug: the error names the pass
+    and the passes before it.
+    """
+    done: list[str] = []
+    for pass_ in passes:
+        with ir.building(module):
+            pass_.run(module)
+        try:
+            ir.verify(module)
+        except DiagnosticError as error:
+            before = ", ".join(done) or "none"
+            raise DiagnosticError(error.diagnostics + [_broke_note(pass_.name, before)]) from None
+        done.append(pass_.name)
+        if after_pass is not None:
+            after_pass(pass_, module)
+
+
+def _broke_note(name: str, before: str) -> Diagnostic:
+    return Diagnostic("note", f"invalid IR after pass '{name}' (passes run before it: {before});"
+                      " this is a pmapc bug, please report it")

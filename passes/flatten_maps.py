@@ -1,0 +1,251 @@
+"""flatten-maps: turn nested maps into one SPMD program over the device mesh.
+
+The mesh has one axis per nesting depth, outermost first; devices are numbered
+row-major over it. Every map is inlined where it stands:
+
+- a mapped operand becomes the device's own slice (`axis_index` of the map's
+  axis, then `dynamic_slice` and `reshape`); an unmapped (unit) operand passes
+  through, since values outside a map are replicated over its axis;
+- a mapped result becomes an untiled `all_gather` over the map's axis (what
+  every device of the axis needs afterwards), not JAX 0.4's psum of a
+  zero-padded buffer; an unmapped result is the device's own value;
+- `func.call`s whose callees hold maps or collectives are inlined too, and
+  every collective's axis names are resolved (shadowing included) to mesh axes.
+
+At the entry the slices and gathers of `@main`'s own maps become per-device
+arguments and results: an argument used only as mapped operand #k of maps with
+one `in_axes` entry is passed split, a result returned straight from a map is
+returned split, and `pmapc.split` records how (docs/ir.md). The module gets
+`pmapc.mesh`. Collectives stay named; lower-collectives lowers them.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from typing import ClassVar
+
+from pmapc import dialect, hlo, ir
+from pmapc.mesh import Mesh
+from pmapc.passes.nesting import Nesting, analyze
+from pmapc.passes.verify_axes import unbound_axis_message
+
+
+@dataclasses.dataclass(frozen=True)
+class FlattenMapsPass:
+    """Inline nested maps into one SPMD program over the device mesh."""
+
+    name: ClassVar[str] = "flatten-maps"
+    # Pass @main's mapped arguments and results split over the mesh (else replicated).
+    split_entry: bool = True
+
+    def run(self, module: ir.Module) -> bool:
+        nesting = analyze(module)
+        mesh = nesting.mesh()
+        _Flattener(module, nesting, mesh, self.split_entry).run()
+        dialect.write_mesh(module, mesh)
+        return True
+
+
+class _Flattener:
+    def __init__(self, module: ir.Module, nesting: Nesting, mesh: Mesh, split_entry: bool):
+        self.module = module
+        self.nesting = nesting
+        self.mesh = mesh
+        self.split_entry = split_entry
+        self.functions = ir.functions(module)
+        self.main = self.functions["main"]
+        self.worklist: collections.deque[tuple[ir.Operation, int]] = collections.deque()
+        self.split_args: dict[ir.Value, int] = {}
+        self.result_splits: dict[int, int] = {}
+        self.inline_memo: dict[str, bool] = {}
+
+    def run(self) -> None:
+        if self.split_entry:
+            self.split_entry_arguments()
+        self.scan(self.main, depth=0, include_self=False)
+        while self.worklist:
+            op, depth = self.worklist.popleft()
+            if dialect.is_map(op):
+                self.inline_map(op, depth)
+            else:
+                self.inline_call(op, depth)
+        self.finish_entry()
+        self.erase_unreachable_functions()
+
+    # -- scanning ------------------------------------------------------------
+
+    def scan(self, root: ir.Operation, depth: int, include_self: bool = True) -> None:
+        """Queue the maps and calls in `root` and resolve its collectives' axes."""
+        ops = [root, *ir.walk(root)] if include_self else list(ir.walk(root))
+        for op in ops:
+            if dialect.is_map(op):
+                self.worklist.append((op, depth))
+            elif dialect.is_collective(op):
+                self.resolve_axes(op, depth)
+            elif op.name == "func.call" and self.needs_inlining(ir.callee_of(op)):
+                self.worklist.append((op, depth))
+
+    def resolve_axes(self, op: ir.Operation, depth: int) -> None:
+        view = dialect.read_collective(op)
+        mesh_axes = []
+        for axis in view.axes:
+            level = self.nesting.resolve(axis, depth)
+            if level is None:
+                raise dialect.error_at(op, unbound_axis_message(
+                    axis, self.nesting.bound_names(depth)))
+            mesh_axes.append(self.mesh.axis_names[level])
+        if tuple(mesh_axes) != view.axes:
+            dialect.set_collective_axes(op, mesh_axes)
+
+    def needs_inlining(self, name: str) -> bool:
+        """Whether function `name` holds maps or collectives, directly or through calls."""
+        if name not in self.inline_memo:
+            self.inline_memo[name] = False
+            function = self.functions.get(name)
+            self.inline_memo[name] = function is not None and any(
+                dialect.is_pmapc_op(op)
+                or (op.name == "func.call" and self.needs_inlining(ir.callee_of(op)))
+                for op in ir.walk(function)
+            )
+        return self.inline_memo[name]
+
+    # -- inlining ------------------------------------------------------------
+
+    def inline_map(self, op: ir.Operation, depth: int) -> None:
+        view = dialect.read_map(op)
+        axis = self.mesh.axis_names[depth]
+        ip, loc = ir.InsertionPoint(op), op.location
+        args = [
+            self.slice_operand(operand, in_axis, axis, ip=ip, loc=loc)
+            for operand, in_axis in zip(op.operands, view.in_axes)
+        ]
+        body_results = self.clone_body(self.functions[view.callee], args, depth + 1, ip)
+        for result, value, out_axis in zip(op.results, body_results, view.out_axes):
+            self.replace_map_result(result, value, out_axis, axis, depth, ip=ip, loc=loc)
+        op.erase()
+
+    def inline_call(self, op: ir.Operation, depth: int) -> None:
+        callee = self.functions[ir.callee_of(op)]
+        results = self.clone_body(callee, list(op.operands), depth, ir.InsertionPoint(op))
+        for result, value in zip(op.results, results):
+            result.replace_all_uses_with(value)
+        op.erase()
+
+    def clone_body(self, function, args, depth, ip) -> list[ir.Value]:
+        """Clone `function`'s body before `ip` with `args` for its arguments."""
+        block = ir.function_entry_block(function)
+        mapping: dict[ir.Value, ir.Value] = dict(zip(block.arguments, args))
+        for op in block.operations:
+            op = op.operation
+            if op.name == "func.return":
+                return [mapping.get(value, value) for value in op.operands]
+            clone = op.clone(ip=ip)
+            for nested in [clone, *ir.walk(clone)]:
+                for index, operand in enumerate(nested.operands):
+                    if operand in mapping:
+                        nested.operands[index] = mapping[operand]
+            mapping.update(zip(op.results, clone.results))
+            self.scan(clone, depth)
+        raise AssertionError(f"function without func.return: {function}")
+
+    # -- slices and gathers --------------------------------------------------
+
+    def slice_operand(self, operand, in_axis, axis, *, ip, loc) -> ir.Value:
+        """The device's own slice of a mapped operand (or the operand, if unmapped)."""
+        if in_axis is None:
+            return operand
+        if operand in self.split_args:
+            return hlo.drop_dim(operand, in_axis, loc=loc, ip=ip)
+        shape = list(ir.shape_of(operand.type))
+        index_type = ir.tensor_type([], ir.i32_type())
+        index = dialect.create_collective("axis_index", [], [index_type], [axis], loc=loc, ip=ip)
+        zero = hlo.i32_scalar(0, loc=loc, ip=ip)
+        starts = [zero] * len(shape)
+        starts[in_axis] = index.result
+        shape[in_axis] = 1
+        sliced = hlo.dynamic_slice(operand, starts, shape, loc=loc, ip=ip)
+        return hlo.drop_dim(sliced, in_axis, loc=loc, ip=ip)
+
+    def replace_map_result(self, result, value, out_axis, axis, depth, *, ip, loc) -> None:
+        """Give the map result's users the stacked value: an all_gather over `axis`."""
+        if out_axis is None:
+            result.replace_all_uses_with(value)
+            return
+        if depth == 0 and self.split_entry:
+            self.return_split(result, value, out_axis, ip=ip, loc=loc)
+        if not list(result.uses):
+            return
+        gathered = dialect.create_collective(
+            "all_gather", [value], [result.type], [axis], loc=loc, ip=ip,
+            all_gather_dimension=out_axis, tiled=False,
+        )
+        result.replace_all_uses_with(gathered.result)
+
+    # -- the entry -----------------------------------------------------------
+
+    def split_entry_arguments(self) -> None:
+        """Pass @main arguments used only as mapped map operands as per-device blocks."""
+        for arg in ir.function_entry_block(self.main).arguments:
+            in_axis = self.common_in_axis(arg)
+            if in_axis is None:
+                continue
+            shape = list(ir.shape_of(arg.type))
+            shape[in_axis] = 1
+            ir.set_value_type(arg, ir.tensor_type(shape, ir.element_type_of(arg.type)))
+            self.split_args[arg] = in_axis
+
+    def common_in_axis(self, arg: ir.Value) -> int | None:
+        in_axes = set()
+        for owner, index in ir.uses_of(arg):
+            if not dialect.is_map(owner):
+                return None
+            in_axes.add(dialect.read_map(owner).in_axes[index])
+        if len(in_axes) != 1 or None in in_axes:
+            return None
+        return in_axes.pop()
+
+    def return_split(self, result, value, out_axis, *, ip, loc) -> None:
+        """Return the device's block of `result` wherever @main returns it."""
+        for owner, index in ir.uses_of(result):
+            if owner.name != "func.return" or owner.parent != self.main:
+                continue
+            owner.operands[index] = hlo.insert_unit_dim(value, out_axis, loc=loc, ip=ip)
+            self.result_splits[index] = out_axis
+
+    def finish_entry(self) -> None:
+        """Update @main's type to its per-device arguments and results, with their splits."""
+        block = ir.function_entry_block(self.main)
+        returned = [op for op in block.operations if op.name == "func.return"][0]
+        arg_types = [arg.type for arg in block.arguments]
+        result_types = [value.type for value in returned.operands]
+        ir.set_function_type(self.main, arg_types, result_types)
+        axis = self.mesh.axis_names[0] if self.mesh.axis_names else None
+        for index, arg in enumerate(block.arguments):
+            split = self.split_of(arg.type, self.split_args.get(arg), axis)
+            ir.set_arg_attr(self.main, "arg", index, dialect.SPLIT_ATTR, split)
+        for index, type_ in enumerate(result_types):
+            split = self.split_of(type_, self.result_splits.get(index), axis)
+            ir.set_arg_attr(self.main, "res", index, dialect.SPLIT_ATTR, split)
+
+    @staticmethod
+    def split_of(type_, dim, axis) -> ir.Attribute:
+        dims = [[] for _ in ir.shape_of(type_)]
+        if dim is not None:
+            dims[dim] = [axis]
+        return dialect.split_attr(dims)
+
+    def erase_unreachable_functions(self) -> None:
+        """Erase every function that @main no longer calls (the inlined bodies)."""
+        reachable, pending = set(), ["main"]
+        while pending:
+            name = pending.pop()
+            if name in reachable or name not in self.functions:
+                continue
+            reachable.add(name)
+            pending.extend(
+                ir.callee_of(op) for op in ir.walk(self.functions[name]) if op.name == "func.call"
+            )
+        for name, function in self.functions.items():
+            if name not in reachable:
+                function.erase()

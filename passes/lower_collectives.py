@@ -1,0 +1,178 @@
+"""lower-collectives: named-axis collectives become StableHLO collectives.
+
+Needs the mesh that flatten-maps records. Each `@pmapc.<kind>` becomes its
+StableHLO collective with explicit `replica_groups` over the mesh (a tuple of
+axes groups over the product of those axes, ordered as the tuple names them):
+
+  psum, pmax, pmin -> all_reduce (add, maximum, minimum)
+  all_gather       -> all_gather (untiled: a unit dimension gathered)
+  psum_scatter     -> reduce_scatter (untiled: the unit dimension dropped)
+  all_to_all       -> all_to_all (untiled: JAX's expand, exchange, squeeze)
+  ppermute         -> collective_permute over every group's device pairs
+  axis_index       -> replica_id arithmetic, replica_id read once per function
+
+The module's `mhlo.num_replicas` becomes the mesh size.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import ClassVar
+
+from pmapc import dialect, hlo, ir
+from pmapc.mesh import Mesh, axis_index_terms, permutation_pairs, replica_groups_for
+
+
+@dataclasses.dataclass(frozen=True)
+class LowerCollectivesPass:
+    """Rewrite named-axis collectives into StableHLO collectives with replica groups."""
+
+    name: ClassVar[str] = "lower-collectives"
+
+    def run(self, module: ir.Module) -> bool:
+        ops = [op for f in ir.functions(module).values() for op in ir.walk(f)
+               if dialect.is_pmapc_op(op)]
+        mesh = dialect.read_mesh(module) or Mesh((), ())
+        lowering = _Lowering(mesh)
+        for op in ops:
+            lowering.lower(op)
+        attributes = module.operation.attributes
+        attributes["mhlo.num_replicas"] = ir.i32_attr(mesh.size)
+        attributes["mhlo.num_partitions"] = ir.i32_attr(1)
+        return bool(ops)
+
+
+class _Lowering:
+    def __init__(self, mesh: Mesh):
+        self.mesh = mesh
+        self.replica_ids: dict[ir.Operation, ir.Value] = {}
+
+    def lower(self, op: ir.Operation) -> None:
+        if dialect.is_map(op):
+            raise dialect.error_at(op, "'pmapc.map' is still here; run flatten-maps before "
+                                   "lower-collectives")
+        view = dialect.read_collective(op)
+        self.check_axes(view)
+        ip, loc = ir.InsertionPoint(op), op.location
+        rule = getattr(self, f"lower_{view.kind}")
+        results = rule(view, ip=ip, loc=loc)
+        for old, new in zip(op.results, results):
+            old.replace_all_uses_with(new)
+        op.erase()
+
+    def check_axes(self, view: dialect.CollectiveView) -> None:
+        for axis in view.axes:
+            if axis not in self.mesh.axis_names:
+                names = ", ".join(f"'{n}'" for n in self.mesh.axis_names) or "none"
+                raise dialect.error_at(view.op, f"axis '{axis}' is not an axis of the mesh "
+                                       f"(axes: {names}); run flatten-maps first")
+        if len(set(view.axes)) != len(view.axes):
+            raise dialect.error_at(view.op, f"'{view.kind}' names an axis twice: "
+                                   f"{list(view.axes)}; name each axis once")
+
+    def groups(self, view: dialect.CollectiveView) -> ir.Attribute:
+        return hlo.groups_attr(replica_groups_for(self.mesh, view.axes))
+
+    # -- one rule per kind ---------------------------------------------------
+
+    def lower_reduction(self, view, *, ip, loc) -> list[ir.Value]:
+        results = []
+        for operand in view.op.operands:
+            op = ir.create_op("stablehlo.all_reduce", [operand], [operand.type],
+                              {"replica_groups": self.groups(view)}, loc=loc, ip=ip, regions=1)
+            hlo.build_reducer(op.regions[0], ir.element_type_of(operand.type), view.kind, loc=loc)
+            results.append(op.result)
+        return results
+
+    lower_psum = lower_pmax = lower_pmin = lower_reduction
+
+    def lower_all_gather(self, view, *, ip, loc) -> list[ir.Value]:
+        operand, dim = view.op.operands[0], view.params["all_gather_dimension"]
+        if not view.params["tiled"]:
+            operand = hlo.insert_unit_dim(operand, dim, loc=loc, ip=ip)
+        attributes = {"all_gather_dim": ir.i64_attr(dim), "replica_groups": self.groups(view)}
+        result_type = view.op.results[0].type
+        op = ir.create_op("stablehlo.all_gather", [operand], [result_type], attributes,
+                          loc=loc, ip=ip)
+        return [op.result]
+
+    def lower_psum_scatter(self, view, *, ip, loc) -> list[ir.Value]:
+        operand, dim = view.op.operands[0], view.params["scatter_dimension"]
+        result_type = view.op.results[0].type
+        scattered_shape = list(ir.shape_of(operand.type))
+        scattered_shape[dim] //= self.mesh.group_size(view.axes)
+        element_type = ir.element_type_of(operand.type)
+        attributes = {"scatter_dimension": ir.i64_attr(dim), "replica_groups": self.groups(view)}
+        op = ir.create_op("stablehlo.reduce_scatter", [operand],
+                          [ir.tensor_type(scattered_shape, element_type)], attributes,
+                          loc=loc, ip=ip, regions=1)
+        hlo.build_reducer(op.regions[0], element_type, "psum", loc=loc)
+        return [hlo.reshape(op.result, ir.shape_of(result_type), loc=loc, ip=ip)]
+
+    def lower_all_to_all(self, view, *, ip, loc) -> list[ir.Value]:
+        operand = view.op.operands[0]
+        split, concat = view.params["split_axis"], view.params["concat_axis"]
+        tiled = view.params["tiled"]
+        if not tiled and split != concat:
+            # concat_axis counts positions after split_axis is removed (JAX's rule).
+            if split < concat:
+                concat += 1
+            operand = hlo.insert_unit_dim(operand, concat, loc=loc, ip=ip)
+            if concat < split:
+                split += 1
+        count = self.mesh.group_size(view.axes)
+        shape = list(ir.shape_of(operand.type))
+        shape[split] //= count
+        shape[concat] *= count
+        attributes = {
+            "split_dimension": ir.i64_attr(split),
+            "concat_dimension": ir.i64_attr(concat),
+            "split_count": ir.i64_attr(count),
+            "replica_groups": self.groups(view),
+        }
+        result_type = ir.tensor_type(shape, ir.element_type_of(operand.type))
+        op = ir.create_op("stablehlo.all_to_all", [operand], [result_type], attributes,
+                          loc=loc, ip=ip)
+        final_shape = ir.shape_of(view.op.results[0].type)
+        return [hlo.reshape(op.result, final_shape, loc=loc, ip=ip)]
+
+    def lower_ppermute(self, view, *, ip, loc) -> list[ir.Value]:
+        operand = view.op.operands[0]
+        pairs = permutation_pairs(self.mesh, view.axes, view.params["perm"])
+        if not pairs:
+            return [hlo.zeros(operand.type, loc=loc, ip=ip)]
+        attributes = {"source_target_pairs": ir.dense_i64_attr(pairs)}
+        op = ir.create_op("stablehlo.collective_permute", [operand], [operand.type], attributes,
+                          loc=loc, ip=ip)
+        return [op.result]
+
+    def lower_axis_index(self, view, *, ip, loc) -> list[ir.Value]:
+        device = self.replica_id_of(view.op)
+        index = None
+        for stride, size, weight in axis_index_terms(self.mesh, view.axes):
+            coord = device
+            if stride != 1:
+                coord = hlo.binary("divide", coord, hlo.i32_scalar(stride, loc=loc, ip=ip),
+                                   loc=loc, ip=ip)
+            if stride * size != self.mesh.size:
+                coord = hlo.binary("remainder", coord, hlo.i32_scalar(size, loc=loc, ip=ip),
+                                   loc=loc, ip=ip)
+            if weight != 1:
+                coord = hlo.binary("multiply", coord, hlo.i32_scalar(weight, loc=loc, ip=ip),
+                                   loc=loc, ip=ip)
+            index = coord if index is None else hlo.binary("add", index, coord, loc=loc, ip=ip)
+        return [index if index is not None else hlo.i32_scalar(0, loc=loc, ip=ip)]
+
+    def replica_id_of(self, op: ir.Operation) -> ir.Value:
+        """The device's id as i32, read once at the top of the enclosing function."""
+        function = op.parent
+        while function.name != "func.func":
+            function = function.parent
+        function = function.operation
+        if function not in self.replica_ids:
+            block = ir.function_entry_block(function)
+            ip = ir.InsertionPoint.at_block_begin(block)
+            loc = function.location
+            device = hlo.replica_id(loc=loc, ip=ip)
+            self.replica_ids[function] = hlo.convert(device, ir.i32_type(), loc=loc, ip=ip)
+        return self.replica_ids[function]

@@ -1,0 +1,158 @@
+"""verify-axes: check that every map and collective is well formed and bound.
+
+Reports, at each op's location: a collective axis that no enclosing map binds,
+an axis named twice, sibling maps that disagree on an axis, and operand or
+result types that do not fit `in_axes`, `out_axes`, the axis size or the
+collective's parameters. Changes nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import ClassVar
+
+from pmapc import dialect, ir, shapes
+from pmapc.errors import DiagnosticError, ShapeError
+from pmapc.passes.nesting import Nesting, analyze
+
+
+@dataclasses.dataclass(frozen=True)
+class VerifyAxesPass:
+    """Check that maps and named-axis collectives are well formed and their axes bound."""
+
+    name: ClassVar[str] = "verify-axes"
+
+    def run(self, module: ir.Module) -> bool:
+        errors = []
+
+        def visit(op: ir.Operation, depth: int, nesting: Nesting) -> None:
+            try:
+                if dialect.is_map(op):
+                    check_map(op, ir.functions(module))
+                else:
+                    check_collective(op, depth, nesting)
+            except DiagnosticError as error:
+                errors.extend(error.diagnostics)
+
+        analyze(module, visit)
+        if errors:
+            raise DiagnosticError(errors)
+        return False
+
+
+def resolve_axes(view: dialect.CollectiveView, depth: int, nesting: Nesting) -> list[int]:
+    """The levels a collective's axes refer to; errors name the axis and the fix."""
+    op, kind = view.op, view.kind
+    seen = set()
+    levels = []
+    for axis in view.axes:
+        if axis in seen:
+            raise dialect.error_at(op, f"'{kind}' names axis '{axis}' twice; name each axis once")
+        seen.add(axis)
+        level = nesting.resolve(axis, depth)
+        if level is None:
+            raise dialect.error_at(op, unbound_axis_message(axis, nesting.bound_names(depth)))
+        levels.append(level)
+    return levels
+
+
+def unbound_axis_message(axis: str, bound: list[str]) -> str:
+    if not bound:
+        return (f"axis '{axis}' is not bound here: no enclosing map binds an axis; "
+                "use named-axis collectives inside a map body")
+    names = ", ".join(f"'{name}'" for name in bound)
+    return f"axis '{axis}' is not bound here; bound axes are {names}"
+
+
+def check_collective(op: ir.Operation, depth: int, nesting: Nesting) -> None:
+    view = dialect.read_collective(op)
+    levels = resolve_axes(view, depth, nesting)
+    group_size = math.prod(nesting.levels[level].size for level in levels)
+    if view.kind == "axis_index":
+        _check_axis_index(op)
+        return
+    operands, results = list(op.operands), list(op.results)
+    if not operands or len(operands) != len(results):
+        raise dialect.error_at(op, f"'{view.kind}' needs one result per operand and at least "
+                               f"one operand, got {len(operands)} operands and "
+                               f"{len(results)} results")
+    if view.kind not in dialect.REDUCTIONS and len(operands) != 1:
+        raise dialect.error_at(op, f"'{view.kind}' takes exactly one operand, got {len(operands)}")
+    for operand, result in zip(operands, results):
+        _check_result_type(view, operand.type, result.type, group_size)
+
+
+def _check_axis_index(op: ir.Operation) -> None:
+    expected = ir.tensor_type([], ir.i32_type())
+    if len(op.operands) != 0 or len(op.results) != 1 or op.results[0].type != expected:
+        raise dialect.error_at(op, f"'axis_index' takes no operand and returns {expected}")
+
+
+def _check_result_type(view, operand_type, result_type, group_size) -> None:
+    op = view.op
+    if not ir.is_ranked_tensor(operand_type) or not ir.is_ranked_tensor(result_type):
+        raise dialect.error_at(op, f"'{view.kind}' works on ranked tensors, got {operand_type}")
+    try:
+        shape = shapes.collective_result_shape(
+            view.kind, view.params, ir.shape_of(operand_type), view.axes, group_size
+        )
+    except ShapeError as error:
+        raise dialect.error_at(op, str(error)) from None
+    expected = ir.tensor_type(shape, ir.element_type_of(operand_type))
+    if result_type != expected:
+        where = shapes.describe_axes(view.axes, group_size)
+        raise dialect.error_at(op, f"'{view.kind}' over {where} of {operand_type} returns "
+                               f"{expected}, but the op says {result_type}")
+
+
+def check_map(op: ir.Operation, functions: dict[str, ir.Operation]) -> None:
+    view = dialect.read_map(op)
+    callee_type = ir.function_type(functions[view.callee])
+    operands, results = list(op.operands), list(op.results)
+    _check_counts(view, "in_axes", "operands", len(view.in_axes), len(operands))
+    _check_counts(view, "out_axes", "results", len(view.out_axes), len(results))
+    _check_counts(view, "body arguments", "operands", len(callee_type.inputs), len(operands))
+    _check_counts(view, "body results", "results", len(callee_type.results), len(results))
+    for index, (operand, in_axis) in enumerate(zip(operands, view.in_axes)):
+        _check_map_operand(view, index, operand.type, in_axis, callee_type.inputs[index])
+    for index, (result, out_axis) in enumerate(zip(results, view.out_axes)):
+        _check_map_result(view, index, result.type, out_axis, callee_type.results[index])
+
+
+def _check_counts(view, what, of, count, expected) -> None:
+    if count != expected:
+        raise dialect.error_at(view.op, f"map over '{view.axis_name}' has {count} {what} for "
+                               f"{expected} {of}; give one per {of[:-1]}")
+
+
+def _check_map_operand(view, index, operand_type, in_axis, body_type) -> None:
+    where = f"operand #{index} of the map over '{view.axis_name}'"
+    if not ir.is_ranked_tensor(operand_type):
+        raise dialect.error_at(view.op, f"{where} must be a ranked tensor, got {operand_type}")
+    try:
+        shape = shapes.mapped_operand_shape(
+            ir.shape_of(operand_type), in_axis, view.axis_size, view.axis_name
+        )
+    except ShapeError as error:
+        raise dialect.error_at(view.op, f"{where}: {error}") from None
+    expected = ir.tensor_type(shape, ir.element_type_of(operand_type))
+    if body_type != expected:
+        raise dialect.error_at(view.op, f"{where} is {operand_type}, so its body "
+                               f"'@{view.callee}' must take {expected}, got {body_type}")
+
+
+def _check_map_result(view, index, result_type, out_axis, body_type) -> None:
+    where = f"result #{index} of the map over '{view.axis_name}'"
+    if not ir.is_ranked_tensor(body_type):
+        raise dialect.error_at(view.op, f"{where} must be a ranked tensor, got {body_type}")
+    try:
+        shape = shapes.mapped_result_shape(
+            ir.shape_of(body_type), out_axis, view.axis_size, view.axis_name
+        )
+    except ShapeError as error:
+        raise dialect.error_at(view.op, f"{where}: {error}") from None
+    expected = ir.tensor_type(shape, ir.element_type_of(body_type))
+    if result_type != expected:
+        raise dialect.error_at(view.op, f"{where}: the body '@{view.callee}' returns "
+                               f"{body_type}, so the map returns {expected}, not {result_type}")

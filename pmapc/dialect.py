@@ -1,0 +1,301 @@
+"""The pmapc IR: named maps and named-axis collectives inside StableHLO.
+
+A map is `stablehlo.custom_call @pmapc.map(...)` calling a private function;
+a collective is `stablehlo.custom_call @pmapc.<kind>(...)`. Both carry their
+parameters in a `backend_config` dictionary (docs/ir.md). This module is the
+one place that reads and writes that schema: passes and the tracer use the
+typed views below and never pick attributes apart themselves.
+
+After `flatten-maps`, the module records its device mesh in `pmapc.mesh` and
+every entry argument and result records how the global array is split over
+the mesh in `pmapc.split`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from pmapc import ir
+from pmapc.errors import Diagnostic, DiagnosticError
+from pmapc.mesh import Mesh
+
+CUSTOM_CALL = "stablehlo.custom_call"
+MAP_TARGET = "pmapc.map"
+MESH_ATTR = "pmapc.mesh"
+SPLIT_ATTR = "pmapc.split"
+TYPED_FFI_API_VERSION = 4
+
+# Each collective kind and its parameters (JAX's names) with their types.
+COLLECTIVE_PARAMS: dict[str, dict[str, type]] = {
+    "psum": {},
+    "pmax": {},
+    "pmin": {},
+    "all_gather": {"all_gather_dimension": int, "tiled": bool},
+    "psum_scatter": {"scatter_dimension": int, "tiled": bool},
+    "all_to_all": {"split_axis": int, "concat_axis": int, "tiled": bool},
+    "ppermute": {"perm": list},
+    "axis_index": {},
+}
+
+REDUCTIONS = ("psum", "pmax", "pmin")
+
+
+def error_at(op: ir.Operation, message: str) -> DiagnosticError:
+    """A DiagnosticError at `op`'s location."""
+    return DiagnosticError(Diagnostic("error", message, ir.source_loc(op.location)))
+
+
+def target_of(op: ir.Operation) -> str | None:
+    """The call target of a custom_call, or None for any other op."""
+    if op.name != CUSTOM_CALL:
+        return None
+    return ir.as_string(op.attributes["call_target_name"])
+
+
+def is_pmapc_op(op: ir.Operation) -> bool:
+    target = target_of(op)
+    return target is not None and target.startswith("pmapc.")
+
+
+def is_map(op: ir.Operation) -> bool:
+    return target_of(op) == MAP_TARGET
+
+
+def is_collective(op: ir.Operation) -> bool:
+    return is_pmapc_op(op) and not is_map(op)
+
+
+# ----------------------------------------------------------------------------
+# Maps
+
+
+@dataclasses.dataclass(frozen=True)
+class MapView:
+    """A parsed `@pmapc.map`; an `in_axes`/`out_axes` entry of None is unmapped."""
+
+    op: ir.Operation
+    axis_name: str
+    axis_size: int
+    in_axes: tuple[int | None, ...]
+    out_axes: tuple[int | None, ...]
+    callee: str
+
+
+def read_map(op: ir.Operation) -> MapView:
+    config = _backend_config(op)
+    axis_name = _required(op, config, "axis_name", ir.as_string, "a string")
+    axis_size = _required(op, config, "axis_size", ir.as_int, "an integer")
+    if axis_size < 1:
+        raise error_at(op, f"'axis_size' of axis '{axis_name}' must be positive, got {axis_size}")
+    in_axes = _required(op, config, "in_axes", _read_axes_list, "an array of integers or 'unit'")
+    out_axes = _required(op, config, "out_axes", _read_axes_list, "an array of integers or 'unit'")
+    callees = ir.symbol_refs(op.attributes["called_computations"]) if (
+        "called_computations" in op.attributes
+    ) else None
+    if not callees or len(callees) != 1:
+        raise error_at(op, "'pmapc.map' needs 'called_computations' naming exactly one function")
+    return MapView(op, axis_name, axis_size, in_axes, out_axes, callees[0])
+
+
+def map_config(
+    axis_name: str,
+    axis_size: int,
+    in_axes: Sequence[int | None],
+    out_axes: Sequence[int | None],
+) -> dict[str, ir.Attribute]:
+    """The attributes of a `@pmapc.map` (for the tracer and tests)."""
+    config = {
+        "axis_name": ir.string_attr(axis_name),
+        "axis_size": ir.i64_attr(axis_size),
+        "in_axes": _axes_list_attr(in_axes),
+        "out_axes": _axes_list_attr(out_axes),
+    }
+    return {
+        "backend_config": ir.dict_attr(config),
+        "api_version": ir.i32_attr(TYPED_FFI_API_VERSION),
+    }
+
+
+def _read_axes_list(attr: ir.Attribute) -> tuple[int | None, ...] | None:
+    items = ir.as_list(attr)
+    if items is None:
+        return None
+    result: list[int | None] = []
+    for item in items:
+        if ir.is_unit(item):
+            result.append(None)
+            continue
+        value = ir.as_int(item)
+        if value is None or value < 0:
+            return None
+        result.append(value)
+    return tuple(result)
+
+
+def _axes_list_attr(axes: Sequence[int | None]) -> ir.Attribute:
+    return ir.array_attr([ir.unit_attr() if a is None else ir.i64_attr(a) for a in axes])
+
+
+# ----------------------------------------------------------------------------
+# Collectives
+
+
+@dataclasses.dataclass(frozen=True)
+class CollectiveView:
+    """A parsed `@pmapc.<kind>` collective."""
+
+    op: ir.Operation
+    kind: str
+    axes: tuple[str, ...]
+    params: dict[str, object]
+
+
+def read_collective(op: ir.Operation) -> CollectiveView:
+    target = target_of(op) or ""
+    kind = target.removeprefix("pmapc.")
+    if kind not in COLLECTIVE_PARAMS:
+        known = ", ".join(f"'pmapc.{k}'" for k in ["map", *COLLECTIVE_PARAMS])
+        raise error_at(op, f"unknown pmapc op '{target}'; expected one of {known}")
+    config = _backend_config(op)
+    axes = _required(op, config, "axes", _read_string_list, "a non-empty array of axis names")
+    params = {
+        name: _required(op, config, name, _PARAM_READERS[kind_type], _PARAM_WHAT[kind_type])
+        for name, kind_type in COLLECTIVE_PARAMS[kind].items()
+    }
+    return CollectiveView(op, kind, axes, params)
+
+
+def collective_config(kind: str, axes: Sequence[str], **params) -> dict[str, ir.Attribute]:
+    """The attributes of a `@pmapc.<kind>` op."""
+    config = {"axes": ir.array_attr([ir.string_attr(a) for a in axes])}
+    for name, kind_type in COLLECTIVE_PARAMS[kind].items():
+        config[name] = _PARAM_WRITERS[kind_type](params[name])
+    return {
+        "backend_config": ir.dict_attr(config),
+        "api_version": ir.i32_attr(TYPED_FFI_API_VERSION),
+    }
+
+
+def create_collective(
+    kind: str,
+    operands: Sequence[ir.Value],
+    result_types: Sequence[ir.Type],
+    axes: Sequence[str],
+    *,
+    loc: ir.Location,
+    ip: ir.InsertionPoint,
+    **params,
+) -> ir.Operation:
+    attributes = {"call_target_name": ir.string_attr(f"pmapc.{kind}")}
+    attributes.update(collective_config(kind, axes, **params))
+    return ir.create_op(CUSTOM_CALL, operands, result_types, attributes, loc=loc, ip=ip)
+
+
+def set_collective_axes(op: ir.Operation, axes: Sequence[str]) -> None:
+    """Rename the axes a collective acts over (flatten-maps resolves shadowed names)."""
+    config = ir.as_dict(op.attributes["backend_config"]) or {}
+    config["axes"] = ir.array_attr([ir.string_attr(a) for a in axes])
+    op.attributes["backend_config"] = ir.dict_attr(config)
+
+
+def _read_string_list(attr: ir.Attribute) -> tuple[str, ...] | None:
+    items = ir.as_list(attr)
+    if not items:
+        return None
+    names = [ir.as_string(item) for item in items]
+    if any(name is None or name == "" for name in names):
+        return None
+    return tuple(names)
+
+
+def _read_pairs(attr: ir.Attribute) -> list[tuple[int, int]] | None:
+    items = ir.as_list(attr)
+    if items is None:
+        return None
+    pairs = []
+    for item in items:
+        pair = ir.as_list(item)
+        values = [ir.as_int(v) for v in pair] if pair is not None else None
+        if values is None or len(values) != 2 or None in values:
+            return None
+        pairs.append((values[0], values[1]))
+    return pairs
+
+
+def _pairs_attr(pairs: Sequence[tuple[int, int]]) -> ir.Attribute:
+    return ir.array_attr(
+        [ir.array_attr([ir.i64_attr(src), ir.i64_attr(dst)]) for src, dst in pairs]
+    )
+
+
+_PARAM_READERS = {int: ir.as_int, bool: ir.as_bool, list: _read_pairs}
+_PARAM_WRITERS = {int: ir.i64_attr, bool: ir.bool_attr, list: _pairs_attr}
+_PARAM_WHAT = {int: "an integer", bool: "a boolean", list: "an array of [source, target] pairs"}
+
+
+# ----------------------------------------------------------------------------
+# Shared helpers
+
+
+def _backend_config(op: ir.Operation) -> dict[str, ir.Attribute]:
+    target = target_of(op)
+    attr = op.attributes["backend_config"] if "backend_config" in op.attributes else None
+    config = ir.as_dict(attr)
+    if config is None:
+        raise error_at(op, f"'{target}' needs a 'backend_config' dictionary")
+    return config
+
+
+def _required(op, config, key, reader, what):
+    target = target_of(op)
+    if key not in config:
+        raise error_at(op, f"'{target}' is missing '{key}' in its backend_config")
+    value = reader(config[key])
+    if value is None:
+        raise error_at(op, f"'{key}' of '{target}' must be {what}, got {config[key]}")
+    return value
+
+
+# ----------------------------------------------------------------------------
+# Mesh and split annotations (written by flatten-maps, read by the runtime)
+
+
+def read_mesh(module: ir.Module) -> Mesh | None:
+    attributes = module.operation.attributes
+    if MESH_ATTR not in attributes:
+        return None
+    config = ir.as_dict(attributes[MESH_ATTR]) or {}
+    names = _read_string_list(config["axis_names"]) if "axis_names" in config else None
+    sizes = ir.as_i64_array(config["axis_sizes"]) if "axis_sizes" in config else None
+    if names is None or sizes is None or len(names) != len(sizes):
+        raise DiagnosticError(
+            Diagnostic("error", f"'{MESH_ATTR}' needs 'axis_names' and 'axis_sizes' of one length")
+        )
+    return Mesh(tuple(names), tuple(sizes))
+
+
+def write_mesh(module: ir.Module, mesh: Mesh) -> None:
+    module.operation.attributes[MESH_ATTR] = ir.dict_attr(
+        {
+            "axis_names": ir.array_attr([ir.string_attr(n) for n in mesh.axis_names]),
+            "axis_sizes": ir.dense_i64_array_attr(mesh.axis_sizes),
+        }
+    )
+
+
+def split_attr(split: Sequence[Sequence[str]]) -> ir.Attribute:
+    """`[["data"], [], ["model"]]`: per dimension, the mesh axes splitting it, major first."""
+    return ir.array_attr([ir.array_attr([ir.string_attr(a) for a in dim]) for dim in split])
+
+
+def read_split(attr: ir.Attribute | None, rank: int) -> tuple[tuple[str, ...], ...]:
+    """The split of an entry argument or result; none recorded means replicated."""
+    if attr is None:
+        return tuple(() for _ in range(rank))
+    dims = ir.as_list(attr) or []
+    result = []
+    for dim in dims:
+        names = [ir.as_string(a) for a in (ir.as_list(dim) or [])]
+        result.append(tuple(n for n in names if n is not None))
+    return tuple(result)

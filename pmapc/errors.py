@@ -1,0 +1,77 @@
+"""The exceptions pmapc raises, and the diagnostics they carry.
+
+A user error in IR is a `Diagnostic` at an op's location; a pass or the parser
+raises `DiagnosticError` holding one or more of them, and the tools render
+them as `file:line:col: error: message`. Errors of the Python API are typed
+subclasses of `PmapcError` so callers can tell an axis mistake from a shape
+or device mistake.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class SourceLoc:
+    """A file:line:col position (line and column are 1-based)."""
+
+    file: str
+    line: int
+    col: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Diagnostic:
+    """One message at one place, with optional notes (MLIR's model)."""
+
+    severity: str  # "error", "warning" or "note"
+    message: str
+    loc: SourceLoc | None = None
+    notes: tuple[Diagnostic, ...] = ()
+
+    def render(self, filename: str | None = None) -> str:
+        """`file:line:col: error: message`; `filename` names a "-" (stdin) location."""
+        loc = self.loc
+        if loc is not None and filename and loc.file in ("-", ""):
+            loc = SourceLoc(filename, loc.line, loc.col)
+        where = f"{loc}: " if loc else ""
+        lines = [f"{where}{self.severity}: {self.message}"]
+        lines.extend(note.render(filename) for note in self.notes)
+        return "\n".join(lines)
+
+
+class PmapcError(Exception):
+    """Base class of every error pmapc raises on bad input."""
+
+
+class DiagnosticError(PmapcError):
+    """IR-level errors: one or more diagnostics at op locations."""
+
+    def __init__(self, diagnostics: list[Diagnostic] | Diagnostic):
+        if isinstance(diagnostics, Diagnostic):
+            diagnostics = [diagnostics]
+        self.diagnostics = list(diagnostics)
+        super().__init__(self.render())
+
+    def render(self, filename: str | None = None) -> str:
+        return "\n".join(d.render(filename) for d in self.diagnostics)
+
+
+class AxisError(PmapcError):
+    """An axis name is unbound, repeated, or bound with conflicting sizes."""
+
+
+class ShapeError(PmapcError):
+    """A shape or dimension does not fit a map or a collective."""
+
+
+class DeviceError(PmapcError):
+    """The devices available or requested do not fit the mesh."""
+
+
+class PipelineError(PmapcError):
+    """A pass pipeline string is malformed or names an unknown pass."""

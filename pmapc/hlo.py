@@ -1,0 +1,92 @@
+"""Builders for the handful of StableHLO ops the passes create.
+
+Each takes an insertion point and a location and returns the new op's result.
+Ops are created generically by name through `pmapc.ir`, so these survive
+changes in the generated Python op classes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from pmapc import ir
+
+REDUCER_OPS = {"psum": "stablehlo.add", "pmax": "stablehlo.maximum", "pmin": "stablehlo.minimum"}
+
+
+def constant(attr: ir.Attribute, type_: ir.Type, *, loc, ip) -> ir.Value:
+    return ir.create_op("stablehlo.constant", [], [type_], {"value": attr}, loc=loc, ip=ip).result
+
+
+def i32_scalar(value: int, *, loc, ip) -> ir.Value:
+    return constant(ir.scalar_i32_attr(value), ir.tensor_type([], ir.i32_type()), loc=loc, ip=ip)
+
+
+def zeros(type_: ir.Type, *, loc, ip) -> ir.Value:
+    return constant(ir.zero_attr(type_), type_, loc=loc, ip=ip)
+
+
+def reshape(value: ir.Value, shape: Sequence[int], *, loc, ip) -> ir.Value:
+    if ir.shape_of(value.type) == tuple(shape):
+        return value
+    result_type = ir.tensor_type(shape, ir.element_type_of(value.type))
+    return ir.create_op("stablehlo.reshape", [value], [result_type], loc=loc, ip=ip).result
+
+
+def insert_unit_dim(value: ir.Value, dim: int, *, loc, ip) -> ir.Value:
+    shape = list(ir.shape_of(value.type))
+    shape.insert(dim, 1)
+    return reshape(value, shape, loc=loc, ip=ip)
+
+
+def drop_dim(value: ir.Value, dim: int, *, loc, ip) -> ir.Value:
+    shape = list(ir.shape_of(value.type))
+    assert shape[dim] == 1, (shape, dim)
+    del shape[dim]
+    return reshape(value, shape, loc=loc, ip=ip)
+
+
+def dynamic_slice(
+    value: ir.Value, starts: Sequence[ir.Value], sizes: Sequence[int], *, loc, ip
+) -> ir.Value:
+    result_type = ir.tensor_type(sizes, ir.element_type_of(value.type))
+    attributes = {"slice_sizes": ir.dense_i64_array_attr(sizes)}
+    op = ir.create_op(
+        "stablehlo.dynamic_slice", [value, *starts], [result_type], attributes, loc=loc, ip=ip
+    )
+    return op.result
+
+
+def convert(value: ir.Value, element_type: ir.Type, *, loc, ip) -> ir.Value:
+    result_type = ir.tensor_type(ir.shape_of(value.type), element_type)
+    return ir.create_op("stablehlo.convert", [value], [result_type], loc=loc, ip=ip).result
+
+
+def binary(name: str, lhs: ir.Value, rhs: ir.Value, *, loc, ip) -> ir.Value:
+    """stablehlo.{add, multiply, divide, remainder, ...} of two same-typed values."""
+    return ir.create_op(f"stablehlo.{name}", [lhs, rhs], [lhs.type], loc=loc, ip=ip).result
+
+
+def replica_id(*, loc, ip) -> ir.Value:
+    ui32 = ir.tensor_type([], ir.ui32_type())
+    return ir.create_op("stablehlo.replica_id", [], [ui32], loc=loc, ip=ip).result
+
+
+def build_reducer(region: ir.Region, element_type: ir.Type, kind: str, *, loc) -> None:
+    """Fill an all_reduce/reduce_scatter region with the scalar reducer of `kind`.
+
+    add, maximum and minimum are defined on floats, integers and booleans
+    (on i1 they are or, or and and).
+    """
+    scalar = ir.tensor_type([], element_type)
+    block = ir.add_block(region, [scalar, scalar])
+    ip = ir.InsertionPoint(block)
+    lhs, rhs = block.arguments
+    combined = ir.create_op(REDUCER_OPS[kind], [lhs, rhs], [scalar], loc=loc, ip=ip).result
+    ir.create_op("stablehlo.return", [combined], [], loc=loc, ip=ip)
+
+
+def groups_attr(groups: np.ndarray) -> ir.Attribute:
+    return ir.dense_i64_attr(groups)

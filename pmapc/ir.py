@@ -1,0 +1,392 @@
+"""The one adapter over jaxlib's MLIR Python bindings.
+
+Every use of `jaxlib.mlir` in pmapc goes through this module: contexts,
+parsing and printing, locations, types, attributes, generic op creation,
+verification and upstream passes. When JAX moves its bindings, this file
+changes and nothing else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+from jax.interpreters import mlir as _jax_mlir
+from jaxlib.mlir import ir
+from jaxlib.mlir import passmanager as _passmanager
+
+from pmapc.errors import Diagnostic, DiagnosticError, SourceLoc
+
+Context = ir.Context
+Module = ir.Module
+Operation = ir.Operation
+Value = ir.Value
+Type = ir.Type
+Attribute = ir.Attribute
+Location = ir.Location
+InsertionPoint = ir.InsertionPoint
+MLIRError = ir.MLIRError
+
+_FILE_LINE_COL = re.compile(r'"([^"]*)":(\d+):(\d+)')
+
+
+def make_context() -> ir.Context:
+    """A context with the stablehlo, chlo, func and sdy dialects loaded."""
+    context = _jax_mlir.make_ir_context()
+    context.allow_unregistered_dialects = False
+    return context
+
+
+# ----------------------------------------------------------------------------
+# Parsing, printing, verifying
+
+
+def parse_module(text: str, context: ir.Context, filename: str = "-") -> ir.Module:
+    """Parse `text`; a syntax or verifier error becomes a DiagnosticError."""
+    try:
+        with context:
+            return ir.Module.parse(text)
+    except ir.MLIRError as error:
+        raise DiagnosticError(diagnostics_of(error, filename)) from None
+
+
+def verify(module: ir.Module, filename: str = "-") -> None:
+    """Run MLIR's verifier; raise DiagnosticError with its messages."""
+    try:
+        module.operation.verify()
+    except ir.MLIRError as error:
+        raise DiagnosticError(diagnostics_of(error, filename)) from None
+
+
+def print_module(module: ir.Module, debug_info: bool = False) -> str:
+    return module.operation.get_asm(enable_debug_info=debug_info)
+
+
+def diagnostics_of(error: ir.MLIRError, filename: str = "-") -> list[Diagnostic]:
+    """Render an MLIRError's diagnostics (never shown raw to users)."""
+    result = []
+    for diag in error.error_diagnostics:
+        notes = tuple(
+            Diagnostic("note", note.message, source_loc(note.location, filename))
+            for note in diag.notes
+        )
+        result.append(
+            Diagnostic("error", diag.message, source_loc(diag.location, filename), notes)
+        )
+    if not result:
+        result.append(Diagnostic("error", str(error).strip().splitlines()[-1]))
+    return result
+
+
+def source_loc(location: ir.Location | None, filename: str = "-") -> SourceLoc | None:
+    """The first file:line:col inside `location` (fused, named and call-site ones too).
+
+    Locations that come from parsing stdin or a string say "-"; `filename`
+    replaces that with the name of the file that was read.
+    """
+    if location is None:
+        return None
+    match = _FILE_LINE_COL.search(str(location))
+    if match is None:
+        return None
+    file = match.group(1)
+    if file in ("-", "") and filename:
+        file = filename
+    return SourceLoc(file, int(match.group(2)), int(match.group(3)))
+
+
+@contextlib.contextmanager
+def building(module: ir.Module) -> Iterator[None]:
+    """Enter the module's context (for creating attributes, types and ops)."""
+    with module.context, ir.Location.unknown(module.context):
+        yield
+
+
+def run_upstream_passes(module: ir.Module, pipeline: str) -> None:
+    """Run upstream MLIR passes, e.g. "symbol-dce" or "cse", on the module."""
+    with module.context:
+        manager = _passmanager.PassManager.parse(f"builtin.module({pipeline})")
+        manager.run(module.operation)
+
+
+# ----------------------------------------------------------------------------
+# Types
+
+
+def tensor_type(shape: Sequence[int], element_type: ir.Type) -> ir.RankedTensorType:
+    return ir.RankedTensorType.get(list(shape), element_type)
+
+
+def is_ranked_tensor(type_: ir.Type) -> bool:
+    return isinstance(type_, ir.RankedTensorType)
+
+
+def shape_of(type_: ir.Type) -> tuple[int, ...]:
+    return tuple(ir.RankedTensorType(type_).shape)
+
+
+def element_type_of(type_: ir.Type) -> ir.Type:
+    return ir.RankedTensorType(type_).element_type
+
+
+def scalar_type_of(type_: ir.Type) -> ir.RankedTensorType:
+    return tensor_type([], element_type_of(type_))
+
+
+def i32_type() -> ir.Type:
+    return ir.IntegerType.get_signless(32)
+
+
+def ui32_type() -> ir.Type:
+    return ir.IntegerType.get_unsigned(32)
+
+
+def i64_type() -> ir.Type:
+    return ir.IntegerType.get_signless(64)
+
+
+def parse_type(text: str) -> ir.Type:
+    return ir.Type.parse(text)
+
+
+# ----------------------------------------------------------------------------
+# Attributes
+
+
+def i64_attr(value: int) -> ir.Attribute:
+    return ir.IntegerAttr.get(i64_type(), int(value))
+
+
+def i32_attr(value: int) -> ir.Attribute:
+    return ir.IntegerAttr.get(i32_type(), int(value))
+
+
+def bool_attr(value: bool) -> ir.Attribute:
+    return ir.BoolAttr.get(bool(value))
+
+
+def string_attr(value: str) -> ir.Attribute:
+    return ir.StringAttr.get(value)
+
+
+def unit_attr() -> ir.Attribute:
+    return ir.UnitAttr.get()
+
+
+def array_attr(values: Sequence[ir.Attribute]) -> ir.Attribute:
+    return ir.ArrayAttr.get(list(values))
+
+
+def dict_attr(values: dict[str, ir.Attribute]) -> ir.Attribute:
+    return ir.DictAttr.get(dict(values))
+
+
+def dense_i64_attr(values: np.ndarray) -> ir.Attribute:
+    """A dense i64 tensor attribute, e.g. a replica-group matrix."""
+    array = np.asarray(values, dtype=np.int64)
+    return ir.DenseElementsAttr.get(np.ascontiguousarray(array), type=i64_type())
+
+
+def dense_i64_array_attr(values: Sequence[int]) -> ir.Attribute:
+    return ir.DenseI64ArrayAttr.get([int(v) for v in values])
+
+
+def zero_attr(type_: ir.Type) -> ir.Attribute:
+    """A splat zero of a tensor type (false for i1)."""
+    element = element_type_of(type_)
+    if isinstance(element, ir.IntegerType):
+        return ir.DenseElementsAttr.get_splat(type_, ir.IntegerAttr.get(element, 0))
+    return ir.DenseElementsAttr.get_splat(type_, ir.FloatAttr.get(element, 0.0))
+
+
+def scalar_i32_attr(value: int) -> ir.Attribute:
+    return ir.DenseElementsAttr.get_splat(tensor_type([], i32_type()), i32_attr(value))
+
+
+def scalar_ui32_attr(value: int) -> ir.Attribute:
+    return ir.DenseElementsAttr.get_splat(
+        tensor_type([], ui32_type()), ir.IntegerAttr.get(ui32_type(), int(value))
+    )
+
+
+# Reading attributes: return Python values or None when the kind does not match.
+
+
+def as_dict(attr: ir.Attribute | None) -> dict[str, ir.Attribute] | None:
+    if attr is None or not isinstance(attr, ir.DictAttr):
+        return None
+    dictionary = ir.DictAttr(attr)
+    return {named.name: named.attr for named in dictionary}
+
+
+def as_int(attr: ir.Attribute) -> int | None:
+    if isinstance(attr, ir.BoolAttr) or not isinstance(attr, ir.IntegerAttr):
+        return None
+    return ir.IntegerAttr(attr).value
+
+
+def as_bool(attr: ir.Attribute) -> bool | None:
+    if isinstance(attr, ir.BoolAttr):
+        return ir.BoolAttr(attr).value
+    return None
+
+
+def as_string(attr: ir.Attribute) -> str | None:
+    if not isinstance(attr, ir.StringAttr):
+        return None
+    return ir.StringAttr(attr).value
+
+
+def as_list(attr: ir.Attribute) -> list[ir.Attribute] | None:
+    if not isinstance(attr, ir.ArrayAttr):
+        return None
+    return list(ir.ArrayAttr(attr))
+
+
+def as_i64_array(attr: ir.Attribute) -> list[int] | None:
+    if not isinstance(attr, ir.DenseI64ArrayAttr):
+        return None
+    return list(ir.DenseI64ArrayAttr(attr))
+
+
+def is_unit(attr: ir.Attribute) -> bool:
+    return isinstance(attr, ir.UnitAttr)
+
+
+def symbol_refs(attr: ir.Attribute | None) -> list[str] | None:
+    """The names of an array of flat symbol references, e.g. called_computations."""
+    items = as_list(attr) if attr is not None else None
+    if items is None:
+        return None
+    names = []
+    for item in items:
+        if not isinstance(item, ir.FlatSymbolRefAttr):
+            return None
+        names.append(ir.FlatSymbolRefAttr(item).value)
+    return names
+
+
+def symbol_ref_attr(name: str) -> ir.Attribute:
+    return ir.FlatSymbolRefAttr.get(name)
+
+
+def callee_of(call_op: ir.Operation) -> str:
+    """The symbol a func.call calls."""
+    return ir.FlatSymbolRefAttr(call_op.attributes["callee"]).value
+
+
+# ----------------------------------------------------------------------------
+# Operations
+
+
+def create_op(
+    name: str,
+    operands: Sequence[ir.Value],
+    result_types: Sequence[ir.Type],
+    attributes: dict[str, ir.Attribute] | None = None,
+    *,
+    loc: ir.Location,
+    ip: ir.InsertionPoint,
+    regions: int = 0,
+) -> ir.Operation:
+    """Create an op of any dialect by name (stable across binding versions)."""
+    return ir.Operation.create(
+        name,
+        results=list(result_types),
+        operands=list(operands),
+        attributes=attributes or {},
+        regions=regions,
+        loc=loc,
+        ip=ip,
+    )
+
+
+def add_block(region: ir.Region, arg_types: Sequence[ir.Type]) -> ir.Block:
+    return ir.Block.create_at_start(region, list(arg_types))
+
+
+def walk(op: ir.Operation) -> Iterator[ir.Operation]:
+    """Every op nested inside `op` (not `op` itself), in pre-order, collected first."""
+    collected: list[ir.Operation] = []
+    for region in op.regions:
+        for block in region.blocks:
+            for child in block.operations:
+                child = child.operation
+                collected.append(child)
+                collected.extend(walk(child))
+    return iter(collected)
+
+
+def functions(module: ir.Module) -> dict[str, ir.Operation]:
+    """The module's func.func ops by symbol name."""
+    result = {}
+    for op in module.body.operations:
+        op = op.operation
+        if op.name == "func.func":
+            result[as_string(op.attributes["sym_name"])] = op
+    return result
+
+
+def function_entry_block(func: ir.Operation) -> ir.Block:
+    return func.regions[0].blocks[0]
+
+
+def function_type(func: ir.Operation) -> ir.FunctionType:
+    return ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
+
+
+def set_function_type(
+    func: ir.Operation, inputs: Sequence[ir.Type], results: Sequence[ir.Type]
+) -> None:
+    new_type = ir.FunctionType.get(list(inputs), list(results))
+    func.attributes["function_type"] = ir.TypeAttr.get(new_type)
+
+
+def set_arg_attr(func: ir.Operation, kind: str, index: int, name: str, value: ir.Attribute):
+    """Set an attribute on argument (kind="arg") or result (kind="res") `index`."""
+    key = f"{kind}_attrs"
+    count = len(function_type(func).inputs if kind == "arg" else function_type(func).results)
+    existing = as_list(func.attributes[key]) if key in func.attributes else None
+    entries = [as_dict(a) or {} for a in existing] if existing else [{} for _ in range(count)]
+    entries[index][name] = value
+    func.attributes[key] = array_attr([dict_attr(e) for e in entries])
+
+
+def get_arg_attr(func: ir.Operation, kind: str, index: int, name: str) -> ir.Attribute | None:
+    key = f"{kind}_attrs"
+    if key not in func.attributes:
+        return None
+    entries = as_list(func.attributes[key]) or []
+    if index >= len(entries):
+        return None
+    return (as_dict(entries[index]) or {}).get(name)
+
+
+def set_value_type(value: ir.Value, type_: ir.Type) -> None:
+    value.set_type(type_)
+
+
+def value_owner_op(value: ir.Value) -> ir.Operation | None:
+    """The op that defines `value`, or None for a block argument."""
+    if isinstance(value, ir.BlockArgument):
+        return None
+    return ir.OpResult(value).owner
+
+
+def is_block_argument(value: ir.Value) -> bool:
+    return isinstance(value, ir.BlockArgument)
+
+
+def block_argument_number(value: ir.Value) -> int:
+    return ir.BlockArgument(value).arg_number
+
+
+def uses_of(value: ir.Value) -> list[tuple[ir.Operation, int]]:
+    """(owner op, operand number) for each use of `value`."""
+    return [(use.owner.operation, use.operand_number) for use in value.uses]
+
+
+def fused_loc(locations: Sequence[ir.Location]) -> ir.Location:
+    return ir.Location.fused(list(locations))

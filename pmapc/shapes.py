@@ -1,0 +1,154 @@
+"""Shape rules of maps and collectives, as pure functions on tuples.
+
+Shared by `verify-axes` (to check IR) and the tracer (to give results their
+types). Each rule returns the result shape or raises `ShapeError` with a
+message that names the collective, the axes, the dimension at fault and the
+fix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pmapc.errors import ShapeError
+
+Shape = tuple[int, ...]
+
+
+def describe_axes(axes: Sequence[str], group_size: int) -> str:
+    names = ", ".join(f"'{a}'" for a in axes)
+    return f"{names} (size {group_size})" if len(axes) == 1 else f"({names}) (size {group_size})"
+
+
+def mapped_operand_shape(shape: Shape, in_axis: int | None, axis_size: int, axis: str) -> Shape:
+    """The per-device shape a map's body sees for an operand of `shape`."""
+    if in_axis is None:
+        return shape
+    if in_axis >= len(shape):
+        raise ShapeError(
+            f"in_axes entry {in_axis} is out of range for an operand of rank {len(shape)}; "
+            f"map axis '{axis}' must name one of its dimensions 0..{len(shape) - 1} or be unit"
+        )
+    if shape[in_axis] != axis_size:
+        raise ShapeError(
+            f"dimension {in_axis} of the operand has size {shape[in_axis]}, but axis '{axis}' "
+            f"has size {axis_size}; map over a dimension of size {axis_size}"
+        )
+    return shape[:in_axis] + shape[in_axis + 1 :]
+
+
+def mapped_result_shape(shape: Shape, out_axis: int | None, axis_size: int, axis: str) -> Shape:
+    """The stacked shape a map returns for a body result of `shape`."""
+    if out_axis is None:
+        return shape
+    if out_axis > len(shape):
+        raise ShapeError(
+            f"out_axes entry {out_axis} is out of range for a body result of rank {len(shape)}; "
+            f"stack axis '{axis}' at a position 0..{len(shape)}"
+        )
+    return shape[:out_axis] + (axis_size,) + shape[out_axis:]
+
+
+def collective_result_shape(
+    kind: str, params: dict, shape: Shape, axes: Sequence[str], group_size: int
+) -> Shape:
+    """The result shape of collective `kind` over a group of `group_size` devices."""
+    rule = _RULES[kind]
+    return rule(params, shape, describe_axes(axes, group_size), group_size)
+
+
+def _same_shape(params, shape, where, n):
+    return shape
+
+
+def _check_dim(kind: str, name: str, dim: int, rank: int, where: str) -> None:
+    if not 0 <= dim < rank:
+        raise ShapeError(
+            f"'{kind}' over {where} has {name} {dim}, out of range for an operand of "
+            f"rank {rank}; use a dimension in 0..{rank - 1}"
+        )
+
+
+def _check_divisible(kind: str, dim: int, shape: Shape, where: str, n: int, tiled: bool) -> None:
+    if tiled and shape[dim] % n != 0:
+        raise ShapeError(
+            f"'{kind}' over {where} needs dimension {dim} divisible by {n}, got {shape[dim]}"
+        )
+    if not tiled and shape[dim] != n:
+        raise ShapeError(
+            f"'{kind}' over {where} with tiled=false needs dimension {dim} of size {n}, "
+            f"got {shape[dim]}; pass tiled=true to split it into {n} blocks instead"
+        )
+
+
+def _all_gather(params, shape, where, n):
+    dim = params["all_gather_dimension"]
+    if params["tiled"]:
+        _check_dim("all_gather", "all_gather_dimension", dim, len(shape), where)
+        return shape[:dim] + (shape[dim] * n,) + shape[dim + 1 :]
+    if not 0 <= dim <= len(shape):
+        raise ShapeError(
+            f"'all_gather' over {where} has all_gather_dimension {dim}, out of range for an "
+            f"operand of rank {len(shape)}; use a dimension in 0..{len(shape)}"
+        )
+    return shape[:dim] + (n,) + shape[dim:]
+
+
+def _psum_scatter(params, shape, where, n):
+    dim = params["scatter_dimension"]
+    _check_dim("psum_scatter", "scatter_dimension", dim, len(shape), where)
+    _check_divisible("psum_scatter", dim, shape, where, n, params["tiled"])
+    if params["tiled"]:
+        return shape[:dim] + (shape[dim] // n,) + shape[dim + 1 :]
+    return shape[:dim] + shape[dim + 1 :]
+
+
+def _all_to_all(params, shape, where, n):
+    split, concat = params["split_axis"], params["concat_axis"]
+    _check_dim("all_to_all", "split_axis", split, len(shape), where)
+    _check_divisible("all_to_all", split, shape, where, n, params["tiled"])
+    if params["tiled"]:
+        _check_dim("all_to_all", "concat_axis", concat, len(shape), where)
+        result = list(shape)
+        result[split] //= n
+        result[concat] *= n
+        return tuple(result)
+    _check_dim("all_to_all", "concat_axis", concat, len(shape), where)
+    rest = shape[:split] + shape[split + 1 :]
+    return rest[:concat] + (n,) + rest[concat:]
+
+
+def _ppermute(params, shape, where, n):
+    sources, targets = set(), set()
+    for src, dst in params["perm"]:
+        for index in (src, dst):
+            if not 0 <= index < n:
+                raise ShapeError(
+                    f"'ppermute' over {where} has index {index} in its permutation, out of "
+                    f"range; indices must be in 0..{n - 1}"
+                )
+        if src in sources:
+            raise ShapeError(f"'ppermute' over {where} sends from index {src} twice; "
+                             "each source may appear once")
+        if dst in targets:
+            raise ShapeError(f"'ppermute' over {where} sends to index {dst} twice; "
+                             "each target may appear once")
+        sources.add(src)
+        targets.add(dst)
+    return shape
+
+
+def _axis_index(params, shape, where, n):
+    return ()
+
+
+_RULES = {
+    "psum": _same_shape,
+    "pmax": _same_shape,
+    "pmin": _same_shape,
+    "all_gather": _all_gather,
+    "psum_scatter": _psum_scatter,
+    "all_to_all": _all_to_all,
+    "ppermute": _ppermute,
+    "axis_index": _axis_index,
+}

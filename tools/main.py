@@ -1,0 +1,47 @@
+"""The `pmapc` command: `pmapc opt | trace | run ...`."""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+
+USAGE = """usage: pmapc <command> [options]
+
+commands:
+  opt     run passes on a pmapc-IR (.mlir) module (mlir-opt conventions)
+  trace   trace a Python function decorated with pmapc.pmap to pmapc IR
+  run     compile a module for its mesh, run it on devices, write outputs as .npy
+
+'pmapc <command> --help' describes each command."""
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] in ("-h", "--help"):
+        print(USAGE)
+        return 0 if argv else 1
+    command, rest = argv[0], argv[1:]
+    if command == "opt":
+        from pmapc.tools import opt
+
+        return opt.main(rest)
+    print(f"pmapc: error: unknown command '{command}'\n{USAGE}", file=sys.stderr)
+    return 1
+
+
+def entry_point() -> None:
+    """Console entry: never let a Python traceback reach the user."""
+    try:
+        code = main(sys.argv[1:])
+    except KeyboardInterrupt:
+        code = 130
+    except SystemExit as exit_:
+        raise exit_
+    except Exception as error:  # an internal error: one line, unless asked for more
+        if os.environ.get("PMAPC_TRACEBACK"):
+            traceback.print_exc()
+        print(f"pmapc: internal error: {type(error).__name__}: {error} (set PMAPC_TRACEBACK=1 "
+              "for details and please report it)", file=sys.stderr)
+        code = 1
+    sys.stdout.flush()
+    sys.exit(code)

@@ -1,0 +1,129 @@
+"""`pmapc opt`: run passes on a pmapc-IR module, following mlir-opt's conventions.
+
+    pmapc opt IN.mlir [-o OUT] [--pass-pipeline=PIPELINE | --PASS ...]
+              [--print-ir-after-all] [--split-input-file] [--verify-diagnostics]
+              [--mlir-print-debuginfo] [--list-passes]
+
+`-` (the default) reads stdin. Errors print `file:line:col: error: message`
+on stderr and exit 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+
+from pmapc import ir
+from pmapc.compiler.pipeline import parse_pipeline, run_passes
+from pmapc.errors import DiagnosticError, PipelineError
+from pmapc.passes import PASSES, PIPELINES
+from pmapc.passes.base import summary
+from pmapc.tools import diagnostics
+from pmapc.tools.common import read_input, write_output
+
+SPLIT_MARKER = re.compile(r"^// -----\s*$", flags=re.M)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="pmapc opt", description="Run pmapc passes on a pmapc-IR (.mlir) module."
+    )
+    parser.add_argument("input", nargs="?", default="-", help="input .mlir file ('-': stdin)")
+    parser.add_argument("-o", dest="output", default="-", help="output file ('-': stdout)")
+    parser.add_argument("--pass-pipeline", help="e.g. 'builtin.module(verify-axes,flatten-maps)'")
+    for name in [*PASSES, *PIPELINES]:
+        helptext = summary(PASSES[name]) if name in PASSES else f"the pipeline {PIPELINES[name]}"
+        parser.add_argument(f"--{name}", dest="pass_flags", action="append_const", const=name,
+                            help=helptext)
+    parser.add_argument("--print-ir-after-all", action="store_true",
+                        help="print the IR after each pass on stderr")
+    parser.add_argument("--split-input-file", action="store_true",
+                        help="split the input at '// -----' lines and process each chunk")
+    parser.add_argument("--verify-diagnostics", action="store_true",
+                        help="check diagnostics against 'expected-error' comments")
+    parser.add_argument("--mlir-print-debuginfo", action="store_true",
+                        help="print locations in the output")
+    parser.add_argument("--list-passes", action="store_true", help="list the passes and exit")
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    if args.list_passes:
+        return list_passes()
+    try:
+        pipeline = pipeline_of(args)
+        passes = parse_pipeline(pipeline) if pipeline else []
+    except PipelineError as error:
+        print(f"pmapc opt: error: {error}", file=sys.stderr)
+        return 1
+    text = read_input(args.input, "pmapc opt")
+    if text is None:
+        return 1
+    filename = "<stdin>" if args.input == "-" else args.input
+    outputs, ok = [], True
+    for first_line, chunk in split_chunks(text, args.split_input_file):
+        output, chunk_ok = process_chunk(chunk, first_line, passes, filename, args)
+        ok &= chunk_ok
+        if output is not None:
+            outputs.append(output)
+    write_output(args.output, "// -----\n".join(outputs))
+    return 0 if ok else 1
+
+
+def pipeline_of(args) -> str:
+    if args.pass_pipeline and args.pass_flags:
+        raise PipelineError("give either --pass-pipeline or pass flags, not both")
+    if args.pass_flags:
+        return ",".join(args.pass_flags)
+    return args.pass_pipeline or ""
+
+
+def split_chunks(text: str, split: bool) -> list[tuple[int, str]]:
+    """(first line number, text) per chunk; line numbers stay those of the file."""
+    if not split:
+        return [(1, text)]
+    chunks, line = [], 1
+    for piece in SPLIT_MARKER.split(text):
+        chunks.append((line, piece))
+        line += piece.count("\n")
+    return chunks
+
+
+def process_chunk(chunk, first_line, passes, filename, args) -> tuple[str | None, bool]:
+    """Parse, run and print one chunk; report diagnostics. Returns (output, ok)."""
+    padded = "\n" * (first_line - 1) + chunk
+    context = ir.make_context()
+    try:
+        module = ir.parse_module(padded, context)
+        run_passes(module, passes, after_pass=dump_after if args.print_ir_after_all else None)
+        output = ir.print_module(module, debug_info=args.mlir_print_debuginfo)
+        found = []
+    except DiagnosticError as error:
+        output, found = None, error.diagnostics
+    if args.verify_diagnostics:
+        expected = diagnostics.expectations_in(padded)
+        problems = diagnostics.verify(expected, found, filename)
+        for problem in problems:
+            print(problem, file=sys.stderr)
+        return output, not problems
+    for diagnostic in found:
+        print(diagnostic.render(filename), file=sys.stderr)
+    return output, not found
+
+
+def dump_after(pass_, module) -> None:
+    title = f"IR Dump After {type(pass_).__name__} ({pass_.name})"
+    print(f"// -----// {title} //----- //", file=sys.stderr)
+    print(ir.print_module(module), file=sys.stderr)
+
+
+def list_passes() -> int:
+    print("Passes:")
+    for name, pass_class in PASSES.items():
+        print(f"  --{name:<20} {summary(pass_class)}")
+    print("Pipelines:")
+    for name, pipeline in PIPELINES.items():
+        print(f"  --{name:<20} {pipeline}")
+    return 0
