@@ -1,0 +1,144 @@
+"""Running a flattened program: place inputs, execute, assemble outputs.
+
+A compiled module's `@main` takes and returns per-device blocks; the
+`pmapc.split` of each argument and result says how the global array is split
+over the mesh (docs/ir.md). The runtime turns global arrays into those blocks
+with a `NamedSharding` over the mesh of devices, runs the executable, and
+assembles the results back into global `jax.Array`s without copying.
+
+XLA's in-process CPU collectives deadlock when dozens of collective programs
+are queued without waiting, so the runtime keeps at most `MAX_IN_FLIGHT`
+executions outstanding and waits for the oldest before queuing more.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import math
+import threading
+from collections.abc import Sequence
+
+import jax
+import numpy as np
+from jax.sharding import Mesh as JaxMesh
+from jax.sharding import NamedSharding, PartitionSpec
+
+from pmapc import dialect, ir
+from pmapc.compiler import xla
+from pmapc.errors import DeviceError, ShapeError
+from pmapc.mesh import Mesh
+
+MAX_IN_FLIGHT = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class Signature:
+    """Global shape, dtype and split of one entry argument or result."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    split: tuple[tuple[str, ...], ...]
+
+    def spec(self) -> PartitionSpec:
+        return PartitionSpec(*[dim if dim else None for dim in self.split])
+
+
+def signatures(module: ir.Module, mesh: Mesh) -> tuple[list[Signature], list[Signature]]:
+    """The global signatures of `@main`'s arguments and results."""
+    main = ir.functions(module)["main"]
+    function_type = ir.function_type(main)
+    arguments = [_signature(main, mesh, "arg", i, t) for i, t in enumerate(function_type.inputs)]
+    results = [_signature(main, mesh, "res", i, t) for i, t in enumerate(function_type.results)]
+    return arguments, results
+
+
+def _signature(main, mesh: Mesh, kind: str, index: int, type_) -> Signature:
+    block_shape = ir.shape_of(type_)
+    split = dialect.read_split(ir.get_arg_attr(main, kind, index, dialect.SPLIT_ATTR),
+                               len(block_shape))
+    shape = tuple(
+        size * math.prod(mesh.axis_size(axis) for axis in axes)
+        for size, axes in zip(block_shape, split)
+    )
+    return Signature(shape, element_dtype(ir.element_type_of(type_)), split)
+
+
+def element_dtype(element_type) -> np.dtype:
+    text = str(element_type)
+    names = {"i1": "bool", "bf16": "bfloat16"}
+    if text in names:
+        return jax.numpy.dtype(names[text])
+    for prefix, kind in (("ui", "uint"), ("i", "int"), ("f", "float")):
+        if text.startswith(prefix) and text[len(prefix):].isdigit():
+            return np.dtype(f"{kind}{text[len(prefix):]}")
+    raise ShapeError(f"pmapc cannot run programs with element type {text}")
+
+
+def pick_devices(mesh: Mesh, devices: Sequence[jax.Device] | None, backend: str | None):
+    """The first `mesh.size` devices (or the ones given), checked against the mesh."""
+    if devices is None:
+        available = jax.devices(backend) if backend else jax.devices()
+        if len(available) < mesh.size:
+            raise DeviceError(not_enough_devices(mesh, len(available), available[0].platform))
+        return list(available[: mesh.size])
+    devices = list(devices)
+    if len(devices) != mesh.size:
+        raise DeviceError(f"the mesh {mesh} needs {mesh.size} devices, but devices= lists "
+                          f"{len(devices)}; pass exactly {mesh.size}")
+    if len({d.id for d in devices}) != len(devices):
+        raise DeviceError("devices= lists a device twice; each mesh position needs its own")
+    if len({d.platform for d in devices}) != 1:
+        raise DeviceError("devices= mixes platforms "
+                          f"({sorted({d.platform for d in devices})}); use devices of one kind")
+    return devices
+
+
+def not_enough_devices(mesh: Mesh, count: int, platform: str) -> str:
+    return (f"the mesh {mesh} needs {mesh.size} devices, but only {count} {platform} "
+            f"device(s) exist; on CPU call pmapc.use_host_devices({mesh.size}) before using "
+            "JAX (or set XLA_FLAGS=--xla_force_host_platform_device_count="
+            f"{mesh.size})")
+
+
+class Executable:
+    """A compiled program bound to its devices; call it with global arrays."""
+
+    def __init__(self, module: ir.Module, devices: Sequence[jax.Device]):
+        self.mesh = dialect.read_mesh(module) or Mesh((), ())
+        self.devices = list(devices)
+        self.arguments, self.results = signatures(module, self.mesh)
+        self.loaded = xla.compile_replicated(module, self.devices)
+        device_grid = np.array(self.devices, dtype=object).reshape(self.mesh.shape)
+        self.jax_mesh = JaxMesh(device_grid, self.mesh.axis_names)
+        self.in_shardings = [NamedSharding(self.jax_mesh, s.spec()) for s in self.arguments]
+        self.out_shardings = [NamedSharding(self.jax_mesh, s.spec()) for s in self.results]
+        self._in_flight: collections.deque = collections.deque()
+        self._lock = threading.Lock()
+
+    def __call__(self, *arguments) -> list[jax.Array]:
+        placed = [self.place(i, a) for i, a in enumerate(arguments)]
+        with self._lock:
+            per_device = xla.execute(self.loaded, placed)
+            outputs = [
+                jax.make_array_from_single_device_arrays(sig.shape, sharding, shards)
+                for sig, sharding, shards in zip(self.results, self.out_shardings, per_device)
+            ]
+            self._bound_in_flight(outputs)
+        return outputs
+
+    def place(self, index: int, value) -> jax.Array:
+        """Put a global argument on the mesh, each device holding its block."""
+        expected = self.arguments[index]
+        shape, dtype = np.shape(value), getattr(value, "dtype", None)
+        if tuple(shape) != expected.shape or np.dtype(dtype) != expected.dtype:
+            raise ShapeError(f"argument #{index} must be {expected.dtype}{list(expected.shape)}, "
+                             f"got {np.dtype(dtype) if dtype else type(value).__name__}"
+                             f"{list(shape)}")
+        return jax.device_put(value, self.in_shardings[index])
+
+    def _bound_in_flight(self, outputs: list[jax.Array]) -> None:
+        """Wait for the oldest run once MAX_IN_FLIGHT are queued (see module doc)."""
+        self._in_flight.append(outputs)
+        while len(self._in_flight) > MAX_IN_FLIGHT:
+            jax.block_until_ready(self._in_flight.popleft())

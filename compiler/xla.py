@@ -1,0 +1,49 @@
+"""The one adapter over XLA's client: compile a StableHLO module, execute it.
+
+pmapc's programs run in replica mode: one replica per mesh device, no SPMD
+partitioning, replica r on device r of the given list. Every private JAX
+import pmapc needs for this lives here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import jax
+import jax.extend.backend
+import numpy as np
+from jax._src import compiler as _jax_compiler
+from jax._src.lib import xla_client as _xla_client
+
+from pmapc import ir
+
+
+def backend(platform: str | None = None):
+    """The XLA client of `platform` ('cpu', 'gpu', 'tpu'; None: JAX's default)."""
+    return jax.extend.backend.get_backend(platform)
+
+
+def compile_replicated(module: ir.Module, devices: Sequence[jax.Device]):
+    """Compile `module` with one replica per device (replica r runs on devices[r])."""
+    options = _jax_compiler.get_compile_options(
+        num_replicas=len(devices),
+        num_partitions=1,
+        device_assignment=np.array(devices).reshape(len(devices), 1),
+        backend=backend(devices[0].platform),
+    )
+    options.executable_build_options.use_spmd_partitioning = False
+    client = backend(devices[0].platform)
+    return client.compile_and_load(
+        module, executable_devices=_xla_client.DeviceList(tuple(devices)), compile_options=options
+    )
+
+
+def execute(executable, arguments: Sequence[jax.Array]) -> list[list[jax.Array]]:
+    """Run with one global array per argument; per result, its per-device arrays."""
+    results = executable.execute_sharded(list(arguments))
+    return results.disassemble_into_single_device_arrays()
+
+
+def hlo_text(executable) -> str:
+    """The optimized HLO XLA compiled (for inspecting collectives and their bytes)."""
+    return executable.hlo_modules()[0].to_string()
