@@ -47,3 +47,27 @@ def execute(executable, arguments: Sequence[jax.Array]) -> list[list[jax.Array]]
 def hlo_text(executable) -> str:
     """The optimized HLO XLA compiled (for inspecting collectives and their bytes)."""
     return executable.hlo_modules()[0].to_string()
+
+
+def use_host_devices(count: int) -> None:
+    """Ask for `count` virtual CPU devices (before JAX starts its CPU backend)."""
+    from pmapc.errors import DeviceError
+
+    if count < 1:
+        raise DeviceError(f"use_host_devices needs a positive count, got {count}")
+    if _backends_started():
+        have = len(jax.devices("cpu"))
+        if have >= count:
+            return
+        raise DeviceError(
+            f"JAX's CPU backend already started with {have} device(s); call "
+            f"pmapc.use_host_devices({count}) before anything uses JAX devices (or set "
+            f"XLA_FLAGS=--xla_force_host_platform_device_count={count} before starting Python)"
+        )
+    jax.config.update("jax_num_cpu_devices", count)
+
+
+def _backends_started() -> bool:
+    from jax._src import xla_bridge
+
+    return bool(xla_bridge._backends)

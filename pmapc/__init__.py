@@ -1,5 +1,11 @@
-"""pmapc: a compiler for nested pmap programs."""
+"""pmapc: a compiler for nested pmap programs.
 
+`pmapc.pmap` is `jax.pmap` that nests: an outer map over one axis calling an
+inner map over another runs on a 2-D device mesh, with named-axis collectives
+along either axis or both.
+"""
+
+from pmapc.api import Compiled, Lowered, MappedFunction, pmap, use_host_devices
 from pmapc.errors import (
     AxisError,
     DeviceError,
@@ -10,6 +16,11 @@ from pmapc.errors import (
 )
 
 __all__ = [
+    "Compiled",
+    "Lowered",
+    "MappedFunction",
+    "pmap",
+    "use_host_devices",
     "AxisError",
     "DeviceError",
     "DiagnosticError",

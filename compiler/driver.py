@@ -1,0 +1,56 @@
+"""The compiler driver: the whole pipeline, stage by stage.
+
+    trace              lowering/: the Python function -> pmapc IR
+    verify-axes        passes/: every axis bound, every shape right
+    flatten-maps       passes/: nested maps -> one SPMD program over the mesh
+    lower-collectives  passes/: named collectives -> replica groups
+    compile            compiler/xla.py: XLA, one replica per mesh device
+    execute            compiler/runtime.py: place inputs, run, assemble outputs
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from pmapc import dialect, ir
+from pmapc.compiler import runtime
+from pmapc.compiler.pipeline import run_passes
+from pmapc.mesh import Mesh
+from pmapc.passes.flatten_maps import FlattenMapsPass
+from pmapc.passes.lower_collectives import LowerCollectivesPass
+from pmapc.passes.verify_axes import VerifyAxesPass
+
+
+def default_passes() -> list:
+    return [VerifyAxesPass(), FlattenMapsPass(), LowerCollectivesPass()]
+
+
+@dataclasses.dataclass
+class Compilation:
+    """A module taken through the passes, with the IR text after each stage."""
+
+    module: ir.Module
+    stages: dict[str, str]
+
+    @property
+    def mesh(self) -> Mesh:
+        return dialect.read_mesh(self.module) or Mesh((), ())
+
+
+def run_pipeline(pmapc_ir: str, passes: list | None = None) -> Compilation:
+    """Parse pmapc IR text and run the passes; record the IR after each."""
+    module = ir.parse_module(pmapc_ir, ir.make_context())
+    stages = {"pmapc": ir.print_module(module)}
+
+    def record(pass_, module) -> None:
+        stages[pass_.name] = ir.print_module(module)
+
+    run_passes(module, default_passes() if passes is None else passes, after_pass=record)
+    stages["stablehlo"] = ir.print_module(module)
+    return Compilation(module, stages)
+
+
+def compile_for_devices(compilation: Compilation, devices=None, backend=None):
+    """XLA-compile for the mesh's devices: a runtime.Executable."""
+    chosen = runtime.pick_devices(compilation.mesh, devices, backend)
+    return runtime.Executable(compilation.module, chosen)

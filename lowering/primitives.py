@@ -1,0 +1,121 @@
+"""The `pmapc_map` primitive and the lowering of JAX collectives to pmapc IR.
+
+Calling a `pmapc.pmap` function inside another one's body binds `map_p`
+with the traced body as a parameter. Lowering turns `map_p` into
+`@pmapc.map` calling the body lowered as a private function, and each JAX
+collective primitive into its `@pmapc.<kind>` op (docs/ir.md): the named
+axes stay named for the passes.
+"""
+
+from __future__ import annotations
+
+from pmapc import dialect, ir, shapes
+from pmapc.errors import AxisError
+from pmapc.lowering import jax_api
+
+map_p = jax_api.Primitive("pmapc_map")
+map_p.multiple_results = True
+
+
+def bind_map(operands, *, jaxpr, axis_name, axis_size, in_axes, out_axes, name):
+    """Bind `map_p`; `jaxpr` is the body, closed over nothing (constants are operands)."""
+    return map_p.bind(
+        *operands, jaxpr=jaxpr, axis_name=axis_name, axis_size=axis_size,
+        in_axes=tuple(in_axes), out_axes=tuple(out_axes), name=name,
+    )
+
+
+def _map_abstract_eval(*avals, jaxpr, axis_name, axis_size, in_axes, out_axes, name):
+    outs = []
+    for aval, out_axis in zip(jaxpr.out_avals, out_axes):
+        shape = shapes.mapped_result_shape(aval.shape, out_axis, axis_size, axis_name)
+        outs.append(jax_api.ShapedArray(shape, aval.dtype, weak_type=aval.weak_type))
+    return outs
+
+
+def _map_impl(*args, **params):
+    raise AxisError("a pmapc map can only run inside a pmapc.pmap program; call the "
+                    "outermost pmapc.pmap function directly")
+
+
+def _map_lowering(ctx, *operands, jaxpr, axis_name, axis_size, in_axes, out_axes, name):
+    callee = jax_api.lower_body(ctx, name, jaxpr)
+    result_types = [jax_api.ir_type_of(ctx, aval) for aval in ctx.avals_out]
+    attributes = {
+        "call_target_name": ir.string_attr(dialect.MAP_TARGET),
+        "called_computations": ir.array_attr([ir.symbol_ref_attr(callee)]),
+    }
+    attributes.update(dialect.map_config(axis_name, axis_size, in_axes, out_axes))
+    op = ir.create_op(dialect.CUSTOM_CALL, _flatten(operands), result_types, attributes,
+                      loc=ir.Location.current, ip=ir.InsertionPoint.current)
+    return op.results
+
+
+map_p.def_abstract_eval(_map_abstract_eval)
+map_p.def_impl(_map_impl)
+jax_api.register_lowering(map_p, _map_lowering)
+
+
+# ----------------------------------------------------------------------------
+# JAX collectives -> @pmapc.<kind>
+
+
+def _axes_of(params) -> tuple[str, ...]:
+    names = params["axes"] if "axes" in params else params["axis_name"]
+    names = names if isinstance(names, (tuple, list)) else (names,)
+    if params.get("axis_index_groups") is not None:
+        raise AxisError("axis_index_groups are not supported by pmapc; split the axis into "
+                        "two nested maps and name the inner one instead")
+    for name in names:
+        if not isinstance(name, str):
+            raise AxisError(f"collective over positional axis {name!r}: pmapc needs named "
+                            "axes bound by pmapc.pmap")
+    return tuple(names)
+
+
+def _kind_params(kind: str, params) -> dict:
+    if kind == "all_gather":
+        return {"all_gather_dimension": params["all_gather_dimension"], "tiled": params["tiled"]}
+    if kind == "psum_scatter":
+        return {"scatter_dimension": params["scatter_dimension"], "tiled": params["tiled"]}
+    if kind == "all_to_all":
+        # At the primitive level JAX's all_to_all always splits and concatenates
+        # in place (untiled calls add and squeeze a unit dimension around it).
+        return {"split_axis": params["split_axis"], "concat_axis": params["concat_axis"],
+                "tiled": True}
+    if kind == "ppermute":
+        return {"perm": [tuple(pair) for pair in params["perm"]]}
+    return {}
+
+
+def _collective_rule(kind: str):
+    def rule(ctx, *operands, **params):
+        result_types = [jax_api.ir_type_of(ctx, aval) for aval in ctx.avals_out]
+        op = dialect.create_collective(
+            kind, _flatten(operands), result_types, _axes_of(params),
+            loc=ir.Location.current, ip=ir.InsertionPoint.current, **_kind_params(kind, params),
+        )
+        return op.results
+
+    return rule
+
+
+def _identity_rule(ctx, *operands, **params):
+    return operands
+
+
+def collective_lowering_rules() -> list:
+    """(primitive, rule) pairs that lower JAX collectives to pmapc IR."""
+    rules = [(p, _collective_rule(kind)) for kind, p in jax_api.COLLECTIVE_PRIMITIVES.items()]
+    rules.extend((p, _identity_rule) for p in jax_api.IDENTITY_PRIMITIVES)
+    return rules
+
+
+def _flatten(values) -> list:
+    flat = []
+    for value in values:
+        if isinstance(value, (tuple, list)):
+            flat.extend(value)
+        else:
+            flat.append(value)
+    return flat

@@ -1,0 +1,241 @@
+"""Tracing `pmapc.pmap` calls: arguments to mapped leaves, bodies to jaxprs.
+
+The outermost call traces its body with `jax.make_jaxpr` under the map's
+axis, then lowers a one-op program (`map_p` of that body) to StableHLO: the
+pmapc IR, whose `@main` takes the user's whole arrays. A call made while a
+body is being traced is a nested map: it traces its own body the same way and
+binds `map_p` into the enclosing trace.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import threading
+from collections.abc import Callable, Sequence
+
+import jax
+import numpy as np
+
+from pmapc.errors import AxisError, ShapeError
+from pmapc.lowering import jax_api, primitives
+
+_active = threading.local()
+
+
+def enclosing_axes() -> list[tuple[str, int]]:
+    """The (name, size) of every map whose body is being traced, outermost first."""
+    if not hasattr(_active, "axes"):
+        _active.axes = []
+    return _active.axes
+
+
+@dataclasses.dataclass(frozen=True)
+class MapSpec:
+    """What a `pmapc.pmap` call maps: its settings, from `pmapc.pmap(...)`."""
+
+    fun: Callable
+    axis_name: str
+    in_axes: object
+    out_axes: object
+    static_argnums: tuple[int, ...]
+    axis_size: int | None
+    name: str
+
+
+@dataclasses.dataclass
+class MappedCall:
+    """One call's arguments, flattened: leaves, their tree and their mapped axes."""
+
+    leaves: list
+    in_tree: object
+    leaf_axes: list[int | None]
+    static_args: dict[int, object]
+    axis_size: int
+
+
+def flatten_call(spec: MapSpec, args: Sequence) -> MappedCall:
+    static = {i: args[i] for i in spec.static_argnums if i < len(args)}
+    dynamic = tuple(a for i, a in enumerate(args) if i not in static)
+    in_axes = _positional_in_axes(spec, len(args), static)
+    leaves, in_tree = jax.tree_util.tree_flatten(dynamic)
+    leaf_axes = broadcast_prefix(spec, "in_axes", in_axes, dynamic)
+    paths = [jax.tree_util.keystr(path) for path, _ in
+             jax.tree_util.tree_flatten_with_path(dynamic)[0]]
+    leaves = [_as_array(spec, leaf, path) for leaf, path in zip(leaves, paths)]
+    leaf_axes = [_normalize_axis(spec, "in_axes", axis, np.ndim(leaf), path)
+                 for axis, leaf, path in zip(leaf_axes, leaves, paths)]
+    axis_size = _axis_size(spec, leaves, leaf_axes, paths)
+    return MappedCall(leaves, in_tree, leaf_axes, static, axis_size)
+
+
+def _positional_in_axes(spec: MapSpec, count: int, static: dict) -> tuple:
+    in_axes = spec.in_axes
+    if isinstance(in_axes, list):
+        in_axes = tuple(in_axes)
+    if not isinstance(in_axes, tuple):
+        return tuple(in_axes for i in range(count) if i not in static)
+    if len(in_axes) == count and static:
+        return tuple(a for i, a in enumerate(in_axes) if i not in static)
+    if len(in_axes) != count - len(static):
+        raise ShapeError(f"pmapc.pmap over '{spec.axis_name}': in_axes has {len(in_axes)} "
+                         f"entries for {count - len(static)} mapped positional arguments; "
+                         "give one entry per argument (or a single int or None for all)")
+    return in_axes
+
+
+def broadcast_prefix(spec: MapSpec, what: str, axes_tree, values_tree) -> list:
+    """The axis of every leaf of `values_tree`, from an `in_axes`/`out_axes` prefix tree."""
+    try:
+        per_leaf = jax.tree_util.tree_map(
+            lambda axis, sub: [axis] * len(jax.tree_util.tree_leaves(sub)),
+            axes_tree, values_tree, is_leaf=lambda x: x is None,
+        )
+    except (ValueError, TypeError) as error:
+        raise ShapeError(f"pmapc.pmap over '{spec.axis_name}': {what} {axes_tree!r} does not "
+                         f"match the structure of the values it describes: {error}") from None
+    flat = jax.tree_util.tree_leaves(per_leaf, is_leaf=lambda x: isinstance(x, list))
+    return [axis for group in flat for axis in group]
+
+
+def _normalize_axis(spec, what, axis, rank, path, extra=0) -> int | None:
+    if axis is None:
+        return None
+    if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
+        raise ShapeError(f"pmapc.pmap over '{spec.axis_name}': {what} entries must be int or "
+                         f"None, got {axis!r} for {path or 'the value'}")
+    limit = rank + extra
+    if not -limit <= axis < limit:
+        raise ShapeError(f"pmapc.pmap over '{spec.axis_name}': {what} entry {axis} is out of "
+                         f"range for {path or 'the value'} of rank {rank}; use an axis in "
+                         f"{-limit}..{limit - 1} or None")
+    return int(axis) % limit
+
+
+def as_device_value(leaf):
+    """A JAX array or tracer as is; anything array-like as a numpy array of JAX's dtype."""
+    if jax_api.is_tracer(leaf) or isinstance(leaf, jax.Array):
+        return leaf
+    array = np.asarray(leaf)
+    return array.astype(jax.dtypes.canonicalize_dtype(array.dtype), copy=False)
+
+
+def _as_array(spec: MapSpec, leaf, path: str):
+    if jax_api.is_tracer(leaf) or isinstance(leaf, (jax.Array, np.ndarray, np.generic, bool,
+                                                       int, float, complex)):
+        return as_device_value(leaf)
+    raise ShapeError(f"pmapc.pmap over '{spec.axis_name}': argument {path or ''} is a "
+                     f"{type(leaf).__name__}, not an array; pass arrays (or mark the argument "
+                     "static with static_broadcasted_argnums)")
+
+
+def _axis_size(spec, leaves, leaf_axes, paths) -> int:
+    sizes = {path: np.shape(leaf)[axis]
+             for leaf, axis, path in zip(leaves, leaf_axes, paths) if axis is not None}
+    found = set(sizes.values())
+    if spec.axis_size is not None:
+        found.add(spec.axis_size)
+    if len(found) > 1:
+        listed = ", ".join(f"{path or 'argument'} has {size}" for path, size in sizes.items())
+        given = f" and axis_size={spec.axis_size}" if spec.axis_size is not None else ""
+        raise ShapeError(f"pmapc.pmap over '{spec.axis_name}': mapped dimensions disagree "
+                         f"({listed}{given}); every mapped dimension must have the same size")
+    if not found:
+        raise ShapeError(f"pmapc.pmap over '{spec.axis_name}': no argument is mapped, so the "
+                         "axis size is unknown; pass axis_size=N")
+    return found.pop()
+
+
+def trace_body(spec: MapSpec, call: MappedCall):
+    """The body's closed jaxpr, its output tree, and the out_axes of each output leaf."""
+    body_avals = [
+        jax.ShapeDtypeStruct(_drop(np.shape(leaf), axis), leaf.dtype)
+        for leaf, axis in zip(call.leaves, call.leaf_axes)
+    ]
+    output = {}
+
+    def flat_body(*leaves):
+        args = list(jax.tree_util.tree_unflatten(call.in_tree, leaves))
+        for index in sorted(call.static_args):
+            args.insert(index, call.static_args[index])
+        flat, output["tree"] = jax.tree_util.tree_flatten(spec.fun(*args))
+        return flat
+
+    axes = enclosing_axes()
+    axes.append((spec.axis_name, call.axis_size))
+    try:
+        closed = jax.make_jaxpr(flat_body, axis_env=[(spec.axis_name, call.axis_size)])(
+            *body_avals)
+    finally:
+        axes.pop()
+    out_tree = output["tree"]
+    outs = jax.tree_util.tree_unflatten(out_tree, list(closed.out_avals))
+    out_axes = broadcast_prefix(spec, "out_axes", spec.out_axes, outs)
+    out_axes = [_normalize_axis(spec, "out_axes", axis, len(aval.shape), "an output", extra=1)
+                for axis, aval in zip(out_axes, closed.out_avals)]
+    return closed, out_tree, out_axes
+
+
+def bind(spec: MapSpec, call: MappedCall):
+    """Trace the body and bind `map_p`: (flat outputs, output tree)."""
+    closed, out_tree, out_axes = trace_body(spec, call)
+    jaxpr, constants = jax_api.closure_to_arguments(closed)
+    outs = primitives.bind_map(
+        [*constants, *call.leaves], jaxpr=jaxpr, axis_name=spec.axis_name,
+        axis_size=call.axis_size, in_axes=[None] * len(constants) + call.leaf_axes,
+        out_axes=out_axes, name=symbol_name(spec.name),
+    )
+    return outs, out_tree
+
+
+def lower_to_text(spec: MapSpec, call: MappedCall) -> tuple[str, object]:
+    """The pmapc IR of an outermost call (text with locations) and its output tree."""
+    output = {}
+
+    def program(*leaves):
+        outs, output["tree"] = bind(spec, dataclasses.replace(call, leaves=list(leaves)))
+        return outs
+
+    avals = [jax.ShapeDtypeStruct(np.shape(leaf), leaf.dtype) for leaf in call.leaves]
+    traced = jax.jit(program).trace(*avals)
+    params = jax_api.lowering_parameters(primitives.collective_lowering_rules())
+    lowered = traced.lower(_private_parameters=params)
+    return lowered.as_text(debug_info=True), output["tree"]
+
+
+def symbol_name(name: str) -> str:
+    cleaned = re.sub(r"[^A-Za-z0-9_]", "_", name) or "body"
+    return cleaned if not cleaned[0].isdigit() else f"_{cleaned}"
+
+
+def _drop(shape, axis):
+    shape = tuple(shape)
+    return shape if axis is None else shape[:axis] + shape[axis + 1 :]
+
+
+def unbound_axis(name: str) -> AxisError:
+    bound = ", ".join(f"'{n}'" for n, _ in enclosing_axes()) or "none"
+    return AxisError(f"axis '{name}' is not bound here; bound axes are {bound}")
+
+
+def to_pmapc_module(text: str, name: str):
+    """Parse JAX's lowering of an outermost call into a clean pmapc-IR module.
+
+    Drops what `jax.jit` adds that pmapc IR does not use (replica counts,
+    result-info and sharding attributes) and names the module after the
+    user's function.
+    """
+    from pmapc import ir
+
+    module = ir.parse_module(text, ir.make_context())
+    with ir.building(module):
+        attributes = module.operation.attributes
+        attributes["sym_name"] = ir.string_attr(symbol_name(name))
+        for key in ("mhlo.num_partitions", "mhlo.num_replicas"):
+            if key in attributes:
+                del attributes[key]
+        for function in ir.functions(module).values():
+            for key in ("arg_attrs", "res_attrs"):
+                if key in function.attributes:
+                    del function.attributes[key]
+    return module

@@ -1,0 +1,222 @@
+"""`pmapc.pmap`: jax.pmap's interface (JAX 0.4 semantics) for nested maps.
+
+The outermost `pmapc.pmap` call traces the whole nest to pmapc IR, compiles
+it once per (argument shapes and dtypes, static arguments, devices) and runs
+it on a device mesh; calls inside a mapped body become nested maps.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import threading
+from collections.abc import Callable, Sequence
+
+import jax
+import numpy as np
+
+from pmapc import ir
+from pmapc.compiler import driver, xla
+from pmapc.errors import AxisError, DeviceError, DiagnosticError, PmapcError, ShapeError
+from pmapc.lowering import jax_api, trace
+from pmapc.lowering.locations import at_user_call_site, from_traceback
+
+import pmapc.compiler
+import pmapc.lowering
+import pmapc.passes
+
+jax_api.hide_from_locations(ir, pmapc.compiler, pmapc.lowering, pmapc.passes)
+
+
+def pmap(
+    fun: Callable | None = None,
+    axis_name: str | None = None,
+    *,
+    in_axes=0,
+    out_axes=0,
+    static_broadcasted_argnums: int | Sequence[int] = (),
+    devices: Sequence[jax.Device] | None = None,
+    backend: str | None = None,
+    axis_size: int | None = None,
+    donate_argnums: int | Sequence[int] = (),
+):
+    """Map `fun` over `axis_name`; nest calls to map over a device mesh.
+
+    Same arguments as `jax.pmap`. `donate_argnums` is accepted and ignored
+    (donation is a hint); `devices` is only allowed on the outermost map.
+    """
+    settings = dict(axis_name=axis_name, in_axes=in_axes, out_axes=out_axes,
+                    static_broadcasted_argnums=static_broadcasted_argnums, devices=devices,
+                    backend=backend, axis_size=axis_size, donate_argnums=donate_argnums)
+    if fun is None:
+        return functools.partial(pmap, **settings)
+    return MappedFunction(fun, **settings)
+
+
+def use_host_devices(count: int) -> None:
+    """Give JAX `count` virtual CPU devices; call before JAX first uses a device."""
+    xla.use_host_devices(count)
+
+
+class MappedFunction:
+    """A function mapped with `pmapc.pmap`: call it, or `.lower(*args)` it."""
+
+    def __init__(self, fun, *, axis_name, in_axes, out_axes, static_broadcasted_argnums,
+                 devices, backend, axis_size, donate_argnums):
+        if not callable(fun):
+            raise TypeError(f"pmapc.pmap needs a callable, got {type(fun).__name__}")
+        functools.update_wrapper(self, fun)
+        static = static_broadcasted_argnums
+        self.spec = trace.MapSpec(
+            fun=fun,
+            axis_name=axis_name if axis_name is not None else f"_pmapc_axis_{id(self)}",
+            in_axes=in_axes, out_axes=out_axes,
+            static_argnums=(static,) if isinstance(static, int) else tuple(static),
+            axis_size=axis_size, name=getattr(fun, "__name__", "body"),
+        )
+        self.devices = devices
+        self.backend = backend
+        self.donate_argnums = donate_argnums
+        self._cache: dict = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, *args):
+        if trace.enclosing_axes():
+            return self._call_nested(args)
+        call = self._flatten(args)
+        compiled = self._compiled_for(call)
+        return compiled.run(call.leaves)
+
+    def lower(self, *args) -> Lowered:
+        """Trace and run the passes: the IR of every stage, ready to `.compile()`."""
+        if trace.enclosing_axes():
+            raise PmapcError("'.lower()' is for the outermost pmapc.pmap function; call "
+                             "inner ones directly inside the outer body")
+        call = self._flatten(args)
+        return self._lower(call)
+
+    # -- nested ----------------------------------------------------------------
+
+    def _call_nested(self, args):
+        if self.devices is not None:
+            raise at_user_call_site(DeviceError(
+                f"devices= was given to the inner pmapc.pmap over '{self.spec.axis_name}'; "
+                "only the outermost map chooses devices (pass devices= there)"))
+        call = self._flatten(args)
+        outs, out_tree = self._traced(trace.bind, call)
+        return jax.tree_util.tree_unflatten(out_tree, outs)
+
+    # -- outermost -------------------------------------------------------------
+
+    def _flatten(self, args) -> trace.MappedCall:
+        try:
+            call = trace.flatten_call(self.spec, args)
+        except PmapcError as error:
+            raise at_user_call_site(error) from None
+        if not trace.enclosing_axes() and any(jax_api.is_tracer(x) for x in call.leaves):
+            raise at_user_call_site(PmapcError(
+                f"the pmapc.pmap function '{self.spec.name}' was called inside a JAX "
+                "transformation (jax.jit, jax.grad, ...); pmapc compiles and runs the "
+                "outermost map itself: call it outside the transformation, or move the "
+                "transformation into the mapped function"))
+        return call
+
+    def _compiled_for(self, call: trace.MappedCall) -> Compiled:
+        key = self._cache_key(call)
+        compiled = self._cache.get(key)
+        if compiled is None:
+            with self._lock:
+                compiled = self._cache.get(key)
+                if compiled is None:
+                    compiled = self._lower(call).compile()
+                    self._cache[key] = compiled
+        return compiled
+
+    def _cache_key(self, call: trace.MappedCall):
+        avals = tuple((np.shape(x), str(x.dtype)) for x in call.leaves)
+        try:
+            static = tuple(sorted(call.static_args.items()))
+            hash(static)
+        except TypeError:
+            raise at_user_call_site(ShapeError(
+                "static_broadcasted_argnums arguments must be hashable, got "
+                f"{[type(v).__name__ for v in call.static_args.values()]}; pass a tuple or "
+                "another hashable value")) from None
+        return call.in_tree, avals, static
+
+    def _lower(self, call: trace.MappedCall) -> Lowered:
+        text, out_tree = self._traced(trace.lower_to_text, call)
+        module = trace.to_pmapc_module(text, self.spec.name)
+        try:
+            compilation = driver.run_pipeline(ir.print_module(module, debug_info=True))
+        except DiagnosticError as error:
+            raise typed_error(error) from None
+        return Lowered(compilation, out_tree, self.devices, self.backend)
+
+    def _traced(self, step, call):
+        """Run a tracing step; JAX's axis errors become AxisError at the user's line."""
+        try:
+            return step(self.spec, call)
+        except PmapcError as error:
+            raise from_traceback(error, error.__traceback__) from None
+        except NameError as error:
+            if "unbound axis name" not in str(error):
+                raise
+            name = str(error).split("unbound axis name:")[1].split(".")[0].strip()
+            raise from_traceback(trace.unbound_axis(name), error.__traceback__) from None
+
+
+def typed_error(error: DiagnosticError) -> PmapcError:
+    """A DiagnosticError from the passes as the matching typed exception."""
+    text = error.render()
+    if "axis" in text and ("not bound" in text or "twice" in text or "disagrees" in text):
+        return AxisError(text)
+    return ShapeError(text)
+
+
+@dataclasses.dataclass
+class Lowered:
+    """A traced program and the IR after each stage."""
+
+    compilation: driver.Compilation
+    out_tree: object
+    devices: Sequence[jax.Device] | None
+    backend: str | None
+
+    @property
+    def stages(self) -> dict[str, str]:
+        """Stage name ('pmapc', each pass name, 'stablehlo') -> IR text."""
+        return self.compilation.stages
+
+    def as_text(self, stage: str = "stablehlo") -> str:
+        if stage not in self.stages:
+            raise ValueError(f"unknown stage '{stage}'; stages are {list(self.stages)}")
+        return self.stages[stage]
+
+    def compile(self) -> Compiled:
+        try:
+            executable = driver.compile_for_devices(self.compilation, self.devices,
+                                                    self.backend)
+        except DeviceError as error:
+            raise at_user_call_site(error) from None
+        return Compiled(executable, self.out_tree)
+
+
+class Compiled:
+    """An XLA executable for one signature; call it with the same kinds of arguments."""
+
+    def __init__(self, executable, out_tree):
+        self.executable = executable
+        self.out_tree = out_tree
+
+    def __call__(self, *args):
+        leaves = jax.tree_util.tree_leaves(args)
+        return self.run([trace.as_device_value(x) for x in leaves])
+
+    def run(self, leaves):
+        outputs = self.executable(*leaves)
+        return jax.tree_util.tree_unflatten(self.out_tree, outputs)
+
+    def as_text(self) -> str:
+        """The HLO XLA compiled, after its optimizations."""
+        return xla.hlo_text(self.executable.loaded)

@@ -1,0 +1,48 @@
+"""lit configuration for pmapc's FileCheck tests.
+
+Run from the repository root with `lit -v tests/lit`. The tools are taken
+from the environment that runs lit: `pmapc` and `filecheck` next to
+`sys.executable` (a virtualenv's bin/), else from PATH.
+"""
+
+import os
+import shutil
+import sys
+
+import lit.formats
+
+# `config` and `lit_config` are provided by lit when it loads this file.
+config.name = "pmapc"
+config.test_format = lit.formats.ShTest(execute_external=False)
+config.suffixes = [".mlir", ".py"]
+config.excludes = ["Inputs", "lit.cfg.py", "__pycache__"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = config.test_source_root
+
+# lit kills a test that runs too long only where it can kill the whole process
+# tree (psutil on Linux); without that, a timeout would crash lit instead.
+TIMEOUT_SECONDS = 60
+if lit_config.maxIndividualTestTimeIsSupported[0]:
+    config.maxIndividualTestTime = TIMEOUT_SECONDS
+
+
+def find_tool(name):
+    """`name` in the bin/ folder of the Python running lit, else on PATH."""
+    beside_python = os.path.join(os.path.dirname(sys.executable), name)
+    if os.access(beside_python, os.X_OK):
+        return beside_python
+    on_path = shutil.which(name)
+    if on_path is None:
+        lit_config.fatal(f"cannot find '{name}' next to {sys.executable} or on PATH; "
+                         "install the package with its test extras (pip install -e '.[test]')")
+    return on_path
+
+
+def tool_pattern(name):
+    """Match `name` as a command word, not inside a path, a flag or another word."""
+    return rf"(?<![-\w./]){name}(?![-\w./])"
+
+
+config.substitutions.append((tool_pattern("pmapc"), find_tool("pmapc")))
+config.substitutions.append((tool_pattern("FileCheck"), find_tool("filecheck")))
+config.substitutions.append(("%PYTHON", sys.executable))

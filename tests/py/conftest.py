@@ -1,0 +1,75 @@
+"""Shared pytest setup: eight virtual CPU devices, and fixtures that compile and run pmapc IR.
+
+JAX fixes its number of CPU devices when its backend starts, so the count is
+set here, at import time, before any test touches a device.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
+
+import jax
+import numpy as np
+import pytest
+
+NUM_CPU_DEVICES = 8
+
+
+def _use_host_devices(count: int) -> None:
+    """Ask for `count` CPU devices; accept a backend already started with enough of them."""
+    try:
+        jax.config.update("jax_num_cpu_devices", count)
+    except RuntimeError:
+        available = len(jax.devices("cpu"))
+        if available < count:
+            raise RuntimeError(
+                f"the pmapc tests need {count} CPU devices, but JAX's backend already started "
+                f"with {available}; run pytest without importing JAX first, or set "
+                f"XLA_FLAGS=--xla_force_host_platform_device_count={count}"
+            ) from None
+
+
+_use_host_devices(NUM_CPU_DEVICES)
+
+# Imported after the device count is set: these modules import JAX's runtime.
+from pmapc import dialect, ir  # noqa: E402
+from pmapc.compiler.pipeline import DEFAULT_PIPELINE, parse_pipeline, run_passes  # noqa: E402
+from pmapc.compiler.runtime import Executable, pick_devices  # noqa: E402
+
+
+def compile_text(text: str, pipeline: str = DEFAULT_PIPELINE) -> Executable:
+    """Parse pmapc IR, run `pipeline` over it and compile it for the first mesh-size devices."""
+    module = ir.parse_module(text, ir.make_context())
+    run_passes(module, parse_pipeline(pipeline))
+    mesh = dialect.read_mesh(module)
+    assert mesh is not None, "the pipeline did not record a mesh; does it run flatten-maps?"
+    return Executable(module, pick_devices(mesh, None, None))
+
+
+def run_text(text: str, *arguments: np.ndarray) -> list[np.ndarray]:
+    """Compile and run pmapc IR on global numpy arrays; the global results as numpy arrays.
+
+    `np.asarray` waits for each result: XLA's in-process CPU collectives can
+    deadlock when many collective programs are queued without waiting.
+    """
+    executable = compile_text(text)
+    return [np.asarray(result) for result in executable(*arguments)]
+
+
+@pytest.fixture
+def compile_ir() -> Callable[..., Executable]:
+    """`compile_ir(text, pipeline=DEFAULT_PIPELINE)`: an Executable for pmapc IR text."""
+    return compile_text
+
+
+@pytest.fixture
+def run_ir() -> Callable[..., list[np.ndarray]]:
+    """`run_ir(text, *arrays)`: compile pmapc IR text, run it, return numpy results."""
+    return run_text
+
+
+@pytest.fixture
+def rng(request: pytest.FixtureRequest) -> np.random.Generator:
+    """A random generator seeded from the test's id, so every test sees fixed data."""
+    return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
