@@ -31,6 +31,7 @@ class Compilation:
 
     module: ir.Module
     stages: dict[str, str]
+    traced_with_locations: str
 
     @property
     def mesh(self) -> Mesh:
@@ -47,7 +48,7 @@ def run_pipeline(pmapc_ir: str, passes: list | None = None) -> Compilation:
 
     run_passes(module, default_passes() if passes is None else passes, after_pass=record)
     stages["stablehlo"] = ir.print_module(module)
-    return Compilation(module, stages)
+    return Compilation(module, stages, pmapc_ir)
 
 
 def compile_for_devices(compilation: Compilation, devices=None, backend=None):

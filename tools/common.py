@@ -33,3 +33,21 @@ def write_output(path: str, text: str) -> None:
         return
     with open(path, "w", encoding="utf-8") as handle:
         handle.write(text)
+
+
+def report_error(prog: str, error: Exception) -> int:
+    """Print an error as one diagnostic line (or several for IR) and return exit code 1."""
+    from pmapc.errors import DiagnosticError
+
+    if isinstance(error, DiagnosticError):
+        print(error.render(), file=sys.stderr)
+        return 1
+    location = getattr(error, "user_location", None)
+    message = str(error)
+    if location is not None:
+        prefix = f"{location[0]}:{location[1]}: "
+        message = message.removeprefix(prefix)
+        print(f"{prefix}error: {message}", file=sys.stderr)
+        return 1
+    print(f"{prog}: error: {message}", file=sys.stderr)
+    return 1

@@ -25,6 +25,14 @@ def main(argv: list[str]) -> int:
         from pmapc.tools import opt
 
         return opt.main(rest)
+    if command == "trace":
+        from pmapc.tools import trace_cmd
+
+        return trace_cmd.main(rest)
+    if command == "run":
+        from pmapc.tools import run_cmd
+
+        return run_cmd.main(rest)
     print(f"pmapc: error: unknown command '{command}'\n{USAGE}", file=sys.stderr)
     return 1
 

@@ -1,0 +1,111 @@
+"""`pmapc run IN.mlir --input a.npy ... [-o OUTDIR]`: run a module on devices.
+
+The module may be pmapc IR (the default pipeline runs first) or the output of
+`pmapc opt --pmapc-to-stablehlo`. Inputs are the global arrays `@main` takes,
+one `.npy` file each, in order; outputs are written as OUTDIR/result<i>.npy.
+On CPU, pmapc provides as many virtual devices as the mesh needs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import zipfile
+
+import numpy as np
+
+from pmapc.errors import PmapcError
+from pmapc.tools.common import read_input, report_error
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pmapc run",
+                                     description="Compile a module for its mesh and run it.")
+    parser.add_argument("input", help="a .mlir module (pmapc IR or lowered)")
+    parser.add_argument("--input", dest="inputs", action="append", default=[], metavar="NPY",
+                        help="a .npy file for the next argument of @main")
+    parser.add_argument("-o", dest="outdir", default=".", help="folder for result<i>.npy")
+    parser.add_argument("--backend", default=None, help="cpu, gpu or tpu (default: JAX's)")
+    parser.add_argument("--print", dest="print_values", action="store_true",
+                        help="also print the results")
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    text = read_input(args.input, "pmapc run")
+    if text is None:
+        return 1
+    try:
+        compilation = compile_module(text, args.input)
+        arrays = [load_npy(path) for path in args.inputs]
+        executable = prepare(compilation, args.backend)
+        check_count(executable, arrays)
+        results = executable(*arrays)
+        write_results(results, args.outdir, args.print_values)
+    except (PmapcError, ValueError) as error:
+        return report_error("pmapc run", error)
+    return 0
+
+
+def compile_module(text: str, filename: str):
+    from pmapc.compiler import driver
+    from pmapc.errors import DiagnosticError
+
+    try:
+        lowered_already = "pmapc.mesh" in text and "pmapc.map" not in text and (
+            "@pmapc." not in text)
+        return driver.run_pipeline(text, passes=[] if lowered_already else None)
+    except DiagnosticError as error:
+        raise DiagnosticError([_named(d, filename) for d in error.diagnostics]) from None
+
+
+def _named(diagnostic, filename):
+    import dataclasses
+
+    from pmapc.errors import SourceLoc
+
+    loc = diagnostic.loc
+    if loc is not None and loc.file in ("-", ""):
+        loc = SourceLoc(filename, loc.line, loc.col)
+    return dataclasses.replace(diagnostic, loc=loc)
+
+
+def prepare(compilation, backend: str | None):
+    from pmapc.compiler import driver, xla
+
+    if backend in (None, "cpu"):
+        xla.use_host_devices(max(compilation.mesh.size, 1))
+    return driver.compile_for_devices(compilation, None, backend)
+
+
+def load_npy(path: str) -> np.ndarray:
+    if not os.path.isfile(path):
+        raise ValueError(f"input file '{path}' does not exist")
+    if os.path.getsize(path) == 0:
+        raise ValueError(f"input file '{path}' is empty; expected a .npy array")
+    try:
+        return np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as error:
+        raise ValueError(f"input file '{path}' is not a .npy array ({error}); write it with "
+                         "numpy.save") from None
+
+
+def check_count(executable, arrays) -> None:
+    expected = executable.arguments
+    if len(arrays) != len(expected):
+        wanted = ", ".join(f"{s.dtype}{list(s.shape)}" for s in expected) or "none"
+        raise ValueError(f"@main takes {len(expected)} argument(s) ({wanted}), but "
+                         f"{len(arrays)} --input file(s) were given")
+
+
+def write_results(results, outdir: str, print_values: bool) -> None:
+    os.makedirs(outdir, exist_ok=True)
+    for index, result in enumerate(results):
+        value = np.asarray(result)
+        path = os.path.join(outdir, f"result{index}.npy")
+        np.save(path, value)
+        print(f"wrote {path}: {value.dtype}{list(value.shape)}")
+        if print_values:
+            print(value, file=sys.stdout)

@@ -1,0 +1,103 @@
+"""`pmapc trace FILE.py:FUNC --arg f32[2,4,8] ...`: print a function's pmapc IR.
+
+FUNC names a `pmapc.pmap` function defined at the top level of FILE.py; each
+`--arg` gives one positional argument's dtype and shape. `--emit=pmapc`
+(default) prints the traced IR, `--emit=spmd` the SPMD StableHLO after all
+passes, `--emit=PASS` the IR after that pass.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import re
+import sys
+
+import numpy as np
+
+from pmapc.errors import PmapcError
+from pmapc.tools.common import report_error, write_output
+
+_ARG = re.compile(r"^(bool|[fiu]\d+|bf16)\[([0-9, ]*)\]$")
+_DTYPES = {"bool": "bool", "bf16": "bfloat16"}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pmapc trace",
+                                     description="Trace a pmapc.pmap function to pmapc IR.")
+    parser.add_argument("target", help="FILE.py:FUNC, FUNC a pmapc.pmap function")
+    parser.add_argument("--arg", action="append", default=[], metavar="TYPE[SHAPE]",
+                        help="an argument's dtype and shape, e.g. f32[2,4,8]; once per argument")
+    parser.add_argument("--emit", default="pmapc",
+                        help="pmapc (traced IR), spmd (after all passes) or a pass name")
+    parser.add_argument("-o", dest="output", default="-", help="output file ('-': stdout)")
+    parser.add_argument("--mlir-print-debuginfo", action="store_true",
+                        help="print locations (the user's file and line)")
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        function = load_function(args.target)
+        arguments = [parse_arg(text) for text in args.arg]
+        lowered = function.lower(*arguments)
+        text = emit(lowered, args.emit, args.mlir_print_debuginfo)
+    except (PmapcError, ValueError) as error:
+        return report_error("pmapc trace", error)
+    write_output(args.output, text)
+    return 0
+
+
+def emit(lowered, stage: str, debug_info: bool) -> str:
+    from pmapc import ir
+
+    if debug_info and stage == "pmapc":
+        return lowered.compilation.traced_with_locations
+    names = {"spmd": "stablehlo"}
+    stage = names.get(stage, stage)
+    if stage not in lowered.stages:
+        choices = ", ".join(["pmapc", "spmd", *[s for s in lowered.stages if "-" in s]])
+        raise ValueError(f"unknown --emit '{stage}'; choose one of {choices}")
+    if debug_info and stage != "stablehlo":
+        raise ValueError("--mlir-print-debuginfo works with --emit=pmapc or --emit=spmd")
+    if debug_info:
+        return ir.print_module(lowered.compilation.module, debug_info=True)
+    return lowered.stages[stage]
+
+
+def load_function(target: str):
+    """The pmapc.pmap function FUNC of FILE.py (the file runs as a module, not __main__)."""
+    import pmapc
+
+    path, sep, name = target.rpartition(":")
+    if not sep or not path or not name:
+        raise ValueError(f"'{target}' must be FILE.py:FUNC, e.g. examples/quickstart.py:step")
+    if not os.path.isfile(path):
+        raise ValueError(f"no such file '{path}'")
+    spec = importlib.util.spec_from_file_location("_pmapc_traced_module", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+    spec.loader.exec_module(module)
+    function = getattr(module, name, None)
+    if function is None:
+        raise ValueError(f"'{path}' defines no '{name}'")
+    if not isinstance(function, pmapc.MappedFunction):
+        raise ValueError(f"'{name}' in '{path}' is not a pmapc.pmap function; decorate it "
+                         "with pmapc.pmap (the outermost map)")
+    return function
+
+
+def parse_arg(text: str) -> np.ndarray:
+    """`f32[2,4,8]` -> zeros of that dtype and shape (only shapes matter to tracing)."""
+    match = _ARG.match(text.replace(" ", ""))
+    if match is None:
+        raise ValueError(f"bad --arg '{text}'; write DTYPE[SHAPE] such as f32[2,4,8], "
+                         "i32[8], bool[2,2] or f32[] for a scalar")
+    kind, dims = match.groups()
+    dtype = _DTYPES.get(kind) or {"f": "float", "i": "int", "u": "uint"}[kind[0]] + kind[1:]
+    shape = tuple(int(d) for d in dims.split(",") if d)
+    import jax.numpy as jnp
+
+    return np.zeros(shape, dtype=jnp.dtype(dtype))
