@@ -60,7 +60,7 @@ def flatten_call(spec: MapSpec, args: Sequence) -> MappedCall:
     in_axes = _positional_in_axes(spec, len(args), static)
     leaves, in_tree = jax.tree_util.tree_flatten(dynamic)
     leaf_axes = broadcast_prefix(spec, "in_axes", in_axes, dynamic)
-    paths = [jax.tree_util.keystr(path) for path, _ in
+    paths = ["args" + jax.tree_util.keystr(path) for path, _ in
              jax.tree_util.tree_flatten_with_path(dynamic)[0]]
     leaves = [_as_array(spec, leaf, path) for leaf, path in zip(leaves, paths)]
     leaf_axes = [_normalize_axis(spec, "in_axes", axis, np.ndim(leaf), path)
@@ -105,6 +105,9 @@ def _normalize_axis(spec, what, axis, rank, path, extra=0) -> int | None:
         raise ShapeError(f"pmapc.pmap over '{spec.axis_name}': {what} entries must be int or "
                          f"None, got {axis!r} for {path or 'the value'}")
     limit = rank + extra
+    if limit == 0:
+        raise ShapeError(f"pmapc.pmap over '{spec.axis_name}': {path or 'the value'} is a "
+                         f"scalar, so {what} entry {axis} cannot map it; use None for it")
     if not -limit <= axis < limit:
         raise ShapeError(f"pmapc.pmap over '{spec.axis_name}': {what} entry {axis} is out of "
                          f"range for {path or 'the value'} of rank {rank}; use an axis in "
@@ -166,6 +169,11 @@ def trace_body(spec: MapSpec, call: MappedCall):
     try:
         closed = jax.make_jaxpr(flat_body, axis_env=[(spec.axis_name, call.axis_size)])(
             *body_avals)
+    except NameError as error:
+        name = _unbound_name(error)
+        if name is None:
+            raise
+        raise unbound_axis(name).with_traceback(error.__traceback__) from None
     finally:
         axes.pop()
     out_tree = output["tree"]
@@ -211,6 +219,12 @@ def symbol_name(name: str) -> str:
 def _drop(shape, axis):
     shape = tuple(shape)
     return shape if axis is None else shape[:axis] + shape[axis + 1 :]
+
+
+def _unbound_name(error: NameError) -> str | None:
+    """The axis name of JAX's "unbound axis name: NAME. ..." error, if it is one."""
+    match = re.search(r"unbound axis name: ([^\s.]+)", str(error))
+    return match.group(1) if match else None
 
 
 def unbound_axis(name: str) -> AxisError:

@@ -154,16 +154,11 @@ class MappedFunction:
         return Lowered(compilation, out_tree, self.devices, self.backend)
 
     def _traced(self, step, call):
-        """Run a tracing step; JAX's axis errors become AxisError at the user's line."""
+        """Run a tracing step; its errors name the line of user code that caused them."""
         try:
             return step(self.spec, call)
         except PmapcError as error:
             raise from_traceback(error, error.__traceback__) from None
-        except NameError as error:
-            if "unbound axis name" not in str(error):
-                raise
-            name = str(error).split("unbound axis name:")[1].split(".")[0].strip()
-            raise from_traceback(trace.unbound_axis(name), error.__traceback__) from None
 
 
 def typed_error(error: DiagnosticError) -> PmapcError:

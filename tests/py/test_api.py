@@ -1,0 +1,115 @@
+"""The pmapc.pmap API: stages, caching, devices, and errors at the user's line."""
+
+import functools
+import inspect
+import os
+
+import jax
+import numpy as np
+import pytest
+
+import pmapc
+
+THIS_FILE = os.path.abspath(__file__)
+
+
+def nested_psum(inner_axis_size=4):
+    @functools.partial(pmapc.pmap, axis_name="data")
+    def outer(x):
+        inner = pmapc.pmap(lambda y: jax.lax.psum(y, "model"), axis_name="model")
+        return jax.lax.psum(inner(x), "data")
+
+    return outer
+
+
+def expected_nested_psum(x):
+    return np.broadcast_to(x.sum(axis=(0, 1)), x.shape)
+
+
+def test_lower_exposes_every_stage():
+    x = np.ones((2, 4, 3), np.float32)
+    lowered = nested_psum().lower(x)
+    assert list(lowered.stages) == [
+        "pmapc", "verify-axes", "flatten-maps", "lower-collectives", "stablehlo"]
+    assert "@pmapc.map" in lowered.as_text("pmapc")
+    assert "pmapc.mesh" in lowered.as_text("flatten-maps")
+    final = lowered.as_text()
+    assert "pmapc.psum" not in final and "pmapc.map" not in final
+    assert "[[0, 1, 2, 3], [4, 5, 6, 7]]" in final
+    assert "[[0, 4], [1, 5], [2, 6], [3, 7]]" in final
+
+
+def test_lowered_compile_runs():
+    x = np.arange(24, dtype=np.float32).reshape(2, 4, 3)
+    compiled = nested_psum().lower(x).compile()
+    np.testing.assert_allclose(np.asarray(compiled(x)), expected_nested_psum(x))
+    assert "all-reduce" in compiled.as_text()
+
+
+def test_compiles_once_per_signature():
+    f = nested_psum()
+    x = np.arange(24, dtype=np.float32).reshape(2, 4, 3)
+    for _ in range(3):
+        np.testing.assert_allclose(np.asarray(f(x)), expected_nested_psum(x))
+    assert len(f._cache) == 1
+    np.asarray(f(np.ones((2, 4, 5), np.float32)))
+    np.asarray(f(np.ones((2, 4, 5), np.int32)))
+    assert len(f._cache) == 3
+
+
+def test_results_are_jax_arrays_split_over_the_outer_axis():
+    x = np.arange(24, dtype=np.float32).reshape(2, 4, 3)
+    result = nested_psum()(x)
+    assert isinstance(result, jax.Array)
+    assert result.shape == (2, 4, 3)
+    assert len(result.sharding.device_set) == 8
+
+
+def test_devices_on_outermost_map():
+    devices = jax.devices()[4:8]
+    f = pmapc.pmap(lambda v: jax.lax.psum(v, "i"), axis_name="i", devices=devices)
+    result = f(np.arange(4, dtype=np.int32))
+    np.testing.assert_array_equal(np.asarray(result), [6, 6, 6, 6])
+    assert result.sharding.device_set == set(devices)
+
+
+def test_unbound_axis_names_user_line():
+    def body(x):
+        return jax.lax.psum(x, "nope")  # the line the error must name
+
+    line = inspect.getsourcelines(body)[1] + 1
+    with pytest.raises(pmapc.AxisError) as info:
+        pmapc.pmap(body, axis_name="data")(np.ones((2, 3), np.float32))
+    message = str(info.value)
+    assert "'nope'" in message and "'data'" in message
+    assert f"{THIS_FILE}:{line}" in message
+
+
+def test_too_many_devices_names_call_site():
+    f = pmapc.pmap(lambda x: pmapc.pmap(lambda y: y, axis_name="j")(x), axis_name="i")
+    line = inspect.currentframe().f_lineno + 2
+    with pytest.raises(pmapc.DeviceError) as info:
+        f(np.ones((4, 4), np.float32))
+    message = str(info.value)
+    assert "16 devices" in message and "8" in message and "use_host_devices" in message
+    assert f"{THIS_FILE}:{line}" in message
+
+
+def test_devices_on_inner_map_is_refused():
+    devices = jax.devices()[:2]
+    inner = pmapc.pmap(lambda y: y, axis_name="j", devices=devices)
+    f = pmapc.pmap(lambda x: inner(x), axis_name="i")
+    with pytest.raises(pmapc.DeviceError, match="only the outermost map chooses devices"):
+        f(np.ones((2, 2), np.float32))
+
+
+def test_outermost_map_under_jit_is_refused_with_advice():
+    f = pmapc.pmap(lambda x: x * 2, axis_name="i")
+    with pytest.raises(pmapc.PmapcError, match="call it outside the transformation"):
+        jax.jit(f)(np.ones((2, 3), np.float32))
+
+
+def test_use_host_devices_after_start_needs_no_more_devices():
+    pmapc.use_host_devices(8)
+    with pytest.raises(pmapc.DeviceError, match="already started"):
+        pmapc.use_host_devices(64)

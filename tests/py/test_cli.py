@@ -1,0 +1,135 @@
+"""The `pmapc` command: opt, trace and run, in-process (main(argv) -> int)."""
+
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from pmapc.tools.main import main
+
+ROOT = pathlib.Path(__file__).parents[2]
+EXAMPLE_IR = ROOT / "examples" / "nested_2x4.mlir"
+QUICKSTART = ROOT / "examples" / "quickstart.py"
+
+
+def test_opt_lowers_the_example(capsys):
+    assert main(["opt", str(EXAMPLE_IR), "--pmapc-to-stablehlo"]) == 0
+    out = capsys.readouterr().out
+    assert "[[0, 1, 2, 3], [4, 5, 6, 7]]" in out
+    assert "[[0, 4], [1, 5], [2, 6], [3, 7]]" in out
+    assert "mhlo.num_replicas = 8" in out
+    assert "pmapc.psum" not in out
+
+
+def test_opt_malformed_module_is_one_diagnostic(tmp_path, capsys):
+    bad = tmp_path / "bad.mlir"
+    bad.write_text("module {\n  func.func @main( {\n}\n")
+    assert main(["opt", str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"{bad}:2:")
+    assert "error:" in err and "Traceback" not in err
+
+
+def test_opt_unbound_axis_points_at_op(tmp_path, capsys):
+    text = EXAMPLE_IR.read_text().replace('axes = ["data"]', 'axes = ["rows"]')
+    path = tmp_path / "unbound.mlir"
+    path.write_text(text)
+    assert main(["opt", str(path), "--verify-axes"]) == 1
+    err = capsys.readouterr().err
+    line = next(i for i, l in enumerate(text.splitlines(), 1) if '"rows"' in l)
+    assert f"{path}:{line}:" in err
+    assert "axis 'rows' is not bound here; bound axes are 'data'" in err
+
+
+def test_opt_missing_file(capsys):
+    assert main(["opt", "/no/such/file.mlir"]) == 1
+    assert "could not open input file" in capsys.readouterr().err
+
+
+def test_trace_prints_pmapc_ir(capsys):
+    assert main(["trace", f"{QUICKSTART}:step", "--arg", "f32[2,4,3]"]) == 0
+    out = capsys.readouterr().out
+    assert "@pmapc.map" in out and 'axis_name = "model"' in out
+
+
+def test_trace_emits_spmd(capsys):
+    assert main(["trace", f"{QUICKSTART}:step", "--arg", "f32[2,4,3]", "--emit=spmd"]) == 0
+    assert "stablehlo.all_reduce" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["trace", "nofile.py:f", "--arg", "f32[2]"], "no such file"),
+        (["trace", f"{QUICKSTART}:missing", "--arg", "f32[2]"], "defines no 'missing'"),
+        (["trace", f"{QUICKSTART}:main", "--arg", "f32[2]"], "is not a pmapc.pmap function"),
+        (["trace", f"{QUICKSTART}:step", "--arg", "float[2]"], "bad --arg"),
+        (["trace", f"{QUICKSTART}:step", "--arg", "f32[2]"], "args[0] is a scalar"),
+    ],
+)
+def test_trace_errors(argv, message, capsys):
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_run_writes_results(tmp_path, capsys):
+    x = np.arange(64, dtype=np.float32).reshape(2, 4, 8)
+    np.save(tmp_path / "x.npy", x)
+    assert main(["run", str(EXAMPLE_IR), "--input", str(tmp_path / "x.npy"),
+                 "-o", str(tmp_path / "out")]) == 0
+    result = np.load(tmp_path / "out" / "result0.npy")
+    # inner: psum over model, ppermute (a no-op on equal values), all_gather over
+    # (data, model) and slice [0:8] -> the data=0 row sum; outer: psum over data.
+    np.testing.assert_allclose(result, np.broadcast_to(2 * x[0].sum(axis=0), (2, 4, 8)))
+
+
+@pytest.mark.parametrize(
+    ("setup", "message"),
+    [
+        (lambda d: [], "takes 1 argument(s)"),
+        (lambda d: [_save(d, np.zeros((2, 4, 7), np.float32))], "must be float32[2, 4, 8]"),
+        (lambda d: [_save(d, np.zeros((2, 4, 8), np.int32))], "must be float32[2, 4, 8]"),
+        (lambda d: [_write(d, b"")], "is empty"),
+        (lambda d: [_write(d, b"\x00\x01binary")], "is not a .npy array"),
+        (lambda d: [str(d / "absent.npy")], "does not exist"),
+    ],
+)
+def test_run_input_errors(setup, message, tmp_path, capsys):
+    argv = ["run", str(EXAMPLE_IR)]
+    for path in setup(tmp_path):
+        argv += ["--input", path]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def _save(folder, array):
+    path = folder / "input.npy"
+    np.save(path, array)
+    return str(path)
+
+
+def _write(folder, data):
+    path = folder / "input.npy"
+    path.write_bytes(data)
+    return str(path)
+
+
+def test_console_script_never_shows_a_traceback(tmp_path):
+    bad = tmp_path / "bad.mlir"
+    bad.write_text("not mlir at all")
+    result = subprocess.run([sys.executable, "-c", "from pmapc.tools.main import entry_point;"
+                             "entry_point()", "opt", str(bad)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    assert "error:" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_quickstart_example_runs():
+    result = subprocess.run([sys.executable, str(QUICKSTART)], capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "agrees with numpy: True" in result.stdout

@@ -1,0 +1,61 @@
+"""Registry invariants: names match, every pass documents itself and has lit tests."""
+
+import dataclasses
+import pathlib
+
+import pytest
+
+from pmapc.compiler.pipeline import parse_pipeline
+from pmapc.errors import PipelineError
+from pmapc.passes import PASSES, PIPELINES
+from pmapc.passes.base import summary
+
+LIT_PASSES = pathlib.Path(__file__).parents[1] / "lit" / "passes"
+
+
+@pytest.mark.parametrize("name", list(PASSES))
+def test_registry_key_is_pass_name(name):
+    assert PASSES[name].name == name
+
+
+@pytest.mark.parametrize("name", list(PASSES))
+def test_pass_is_frozen_dataclass_with_summary(name):
+    pass_class = PASSES[name]
+    assert dataclasses.is_dataclass(pass_class)
+    assert pass_class.__dataclass_params__.frozen
+    assert summary(pass_class)
+
+
+@pytest.mark.parametrize("name", list(PASSES))
+def test_pass_has_lit_tests(name):
+    assert (LIT_PASSES / f"{name}.mlir").is_file()
+    assert (LIT_PASSES / f"{name}-invalid.mlir").is_file()
+
+
+def test_pass_file_named_after_pass():
+    for name, pass_class in PASSES.items():
+        assert pass_class.__module__.endswith(name.replace("-", "_"))
+
+
+def test_named_pipelines_expand_to_registered_passes():
+    for text in PIPELINES.values():
+        assert [p.name for p in parse_pipeline(text)] == text.split(",")
+
+
+def test_pipeline_options_are_typed():
+    (flatten,) = parse_pipeline("builtin.module(flatten-maps{split-entry=false})")
+    assert flatten.split_entry is False
+
+
+@pytest.mark.parametrize(
+    ("pipeline", "message"),
+    [
+        ("no-such-pass", "unknown pass 'no-such-pass'"),
+        ("flatten-maps{bogus=1}", "has no option 'bogus'"),
+        ("flatten-maps{split-entry=maybe}", "takes true or false"),
+        ("verify-axes,,", "malformed pass pipeline"),
+    ],
+)
+def test_bad_pipelines_are_named(pipeline, message):
+    with pytest.raises(PipelineError, match=message):
+        parse_pipeline(pipeline)
