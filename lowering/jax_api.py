@@ -88,3 +88,13 @@ def hide_from_locations(*modules) -> None:
 def is_user_file(filename: str) -> bool:
     """Whether a frame in `filename` is the user's (not JAX's, pmapc's or Python's)."""
     return _source_info.is_user_filename(filename) and not filename.startswith("<frozen")
+
+
+def raised_by_collective(tb) -> bool:
+    """Whether a traceback went through JAX's collective primitives (a user's bad call)."""
+    collectives_file = _parallel.__file__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == collectives_file:
+            return True
+        tb = tb.tb_next
+    return False

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 import jax
 import numpy as np
 
-from pmapc.errors import AxisError, ShapeError
+from pmapc.errors import ArgumentError, AxisError, ShapeError
 from pmapc.lowering import jax_api, primitives
 
 _active = threading.local()
@@ -91,9 +91,11 @@ def broadcast_prefix(spec: MapSpec, what: str, axes_tree, values_tree) -> list:
             lambda axis, sub: [axis] * len(jax.tree_util.tree_leaves(sub)),
             axes_tree, values_tree, is_leaf=lambda x: x is None,
         )
-    except (ValueError, TypeError) as error:
+    except (ValueError, TypeError):
+        structure = jax.tree_util.tree_structure(values_tree)
         raise ShapeError(f"pmapc.pmap over '{spec.axis_name}': {what} {axes_tree!r} does not "
-                         f"match the structure of the values it describes: {error}") from None
+                         f"match the structure of the values it describes, {structure}; give "
+                         "a prefix of that structure") from None
     flat = jax.tree_util.tree_leaves(per_leaf, is_leaf=lambda x: isinstance(x, list))
     return [axis for group in flat for axis in group]
 
@@ -127,7 +129,7 @@ def _as_array(spec: MapSpec, leaf, path: str):
     if jax_api.is_tracer(leaf) or isinstance(leaf, (jax.Array, np.ndarray, np.generic, bool,
                                                        int, float, complex)):
         return as_device_value(leaf)
-    raise ShapeError(f"pmapc.pmap over '{spec.axis_name}': argument {path or ''} is a "
+    raise ArgumentError(f"pmapc.pmap over '{spec.axis_name}': argument {path or ''} is a "
                      f"{type(leaf).__name__}, not an array; pass arrays (or mark the argument "
                      "static with static_broadcasted_argnums)")
 
@@ -174,6 +176,10 @@ def trace_body(spec: MapSpec, call: MappedCall):
         if name is None:
             raise
         raise unbound_axis(name).with_traceback(error.__traceback__) from None
+    except (ValueError, TypeError) as error:
+        if not jax_api.raised_by_collective(error.__traceback__):
+            raise
+        raise ShapeError(str(error).splitlines()[0]).with_traceback(error.__traceback__) from None
     finally:
         axes.pop()
     out_tree = output["tree"]

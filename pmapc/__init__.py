@@ -7,6 +7,7 @@ along either axis or both.
 
 from pmapc.api import Compiled, Lowered, MappedFunction, pmap, use_host_devices
 from pmapc.errors import (
+    ArgumentError,
     AxisError,
     DeviceError,
     DiagnosticError,
@@ -16,6 +17,7 @@ from pmapc.errors import (
 )
 
 __all__ = [
+    "ArgumentError",
     "Compiled",
     "Lowered",
     "MappedFunction",

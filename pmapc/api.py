@@ -17,7 +17,14 @@ import numpy as np
 
 from pmapc import ir
 from pmapc.compiler import driver, xla
-from pmapc.errors import AxisError, DeviceError, DiagnosticError, PmapcError, ShapeError
+from pmapc.errors import (
+    ArgumentError,
+    AxisError,
+    DeviceError,
+    DiagnosticError,
+    PmapcError,
+    ShapeError,
+)
 from pmapc.lowering import jax_api, trace
 from pmapc.lowering.locations import at_user_call_site, from_traceback
 
@@ -111,6 +118,7 @@ class MappedFunction:
     def _flatten(self, args) -> trace.MappedCall:
         try:
             call = trace.flatten_call(self.spec, args)
+            check_donations(self.donate_argnums, args)
         except PmapcError as error:
             raise at_user_call_site(error) from None
         if not trace.enclosing_axes() and any(jax_api.is_tracer(x) for x in call.leaves):
@@ -138,7 +146,7 @@ class MappedFunction:
             static = tuple(sorted(call.static_args.items()))
             hash(static)
         except TypeError:
-            raise at_user_call_site(ShapeError(
+            raise at_user_call_site(ArgumentError(
                 "static_broadcasted_argnums arguments must be hashable, got "
                 f"{[type(v).__name__ for v in call.static_args.values()]}; pass a tuple or "
                 "another hashable value")) from None
@@ -161,12 +169,33 @@ class MappedFunction:
             raise from_traceback(error, error.__traceback__) from None
 
 
+_AXIS_MESSAGES = ("is not bound here", "names axis", "twice; name each axis", "sibling map")
+
+
+def check_donations(donate_argnums, args) -> None:
+    """Refuse a buffer donated twice (pmapc does not donate; a double donation is a bug)."""
+    argnums = (donate_argnums,) if isinstance(donate_argnums, int) else tuple(donate_argnums)
+    seen: dict[int, int] = {}
+    for argnum in argnums:
+        if argnum >= len(args):
+            continue
+        for leaf in jax.tree_util.tree_leaves(args[argnum]):
+            if id(leaf) in seen and seen[id(leaf)] != argnum:
+                raise ArgumentError(
+                    f"the same buffer is donated twice, by arguments {seen[id(leaf)]} and "
+                    f"{argnum}; pass distinct arrays or donate only one of them")
+            seen[id(leaf)] = argnum
+
+
 def typed_error(error: DiagnosticError) -> PmapcError:
-    """A DiagnosticError from the passes as the matching typed exception."""
-    text = error.render()
-    if "axis" in text and ("not bound" in text or "twice" in text or "disagrees" in text):
-        return AxisError(text)
-    return ShapeError(text)
+    """A DiagnosticError from the passes as an AxisError or ShapeError at the user's line."""
+    diagnostic = error.diagnostics[0]
+    kind = AxisError if any(m in diagnostic.message for m in _AXIS_MESSAGES) else ShapeError
+    if diagnostic.loc is None:
+        return kind(diagnostic.message)
+    located = kind(f"{diagnostic.loc.file}:{diagnostic.loc.line}: {diagnostic.message}")
+    located.user_location = (diagnostic.loc.file, diagnostic.loc.line)
+    return located
 
 
 @dataclasses.dataclass

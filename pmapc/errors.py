@@ -69,6 +69,10 @@ class ShapeError(PmapcError):
     """A shape or dimension does not fit a map or a collective."""
 
 
+class ArgumentError(PmapcError, TypeError):
+    """An argument is not an array, or a static argument is not hashable."""
+
+
 class DeviceError(PmapcError):
     """The devices available or requested do not fit the mesh."""
 
