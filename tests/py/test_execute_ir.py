@@ -97,12 +97,18 @@ class Case:
         return int(np.prod([self.sizes[self.names.index(a)] for a in self.axes]))
 
 
-def make_case(mesh, variant, axes, dtype, in_axes=None, out_axes=None, block=None) -> Case:
+def make_case(mesh, variant, axes, dtype, *, in_axes=None, out_axes=None, block=None,
+              params=None, unmapped=()) -> Case:
+    """`variant` over `axes`; `params` override the variant's, `unmapped` adds operands
+    (their in_axes per level) that the body adds to the first before the collective."""
     n = int(np.prod([dict(mesh)[a] for a in axes]))
-    kind, params, default_block = collective_spec(variant, n)
+    kind, default_params, default_block = collective_spec(variant, n)
     depth = len(mesh)
-    operand = Operand(block or default_block, in_axes or (0,) * depth)
-    return Case(mesh, kind, params, axes, dtype, (operand,), out_axes or (0,) * depth)
+    block = default_block if block is None else block  # () is a scalar block
+    operands = [Operand(block, in_axes or (0,) * depth)]
+    operands += [Operand(block, extra_in_axes) for extra_in_axes in unmapped]
+    return Case(mesh, kind, {**default_params, **(params or {})}, tuple(axes), dtype,
+                tuple(operands), out_axes or (0,) * depth)
 
 
 # ----------------------------------------------------------------------------
@@ -149,7 +155,7 @@ def group_of(case: Case, coords: tuple[int, ...]) -> tuple[list[tuple[int, ...]]
     members = []
     for values in itertools.product(*[range(case.sizes[p]) for p in named]):
         member = list(coords)
-        for position, value in zip(named, values):
+        for position, value in zip(named, values, strict=True):
             member[position] = value
         members.append(tuple(member))
     position = 0
@@ -160,7 +166,7 @@ def group_of(case: Case, coords: tuple[int, ...]) -> tuple[list[tuple[int, ...]]
 
 def local_block(array: np.ndarray, operand: Operand, coords: tuple[int, ...]) -> np.ndarray:
     """What the innermost body sees of `array` on the device at `coords`."""
-    for in_axis, coord in zip(operand.in_axes, coords):
+    for in_axis, coord in zip(operand.in_axes, coords, strict=True):
         if in_axis is not None:
             array = np.take(array, coord, axis=in_axis)
     return array
@@ -170,7 +176,7 @@ def reference_per_device(case: Case, arrays: list[np.ndarray]) -> dict:
     """Every device's collective result, keyed by its mesh coordinates."""
     inputs = {}
     for coords in itertools.product(*[range(s) for s in case.sizes]):
-        blocks = [local_block(a, op, coords) for a, op in zip(arrays, case.operands)]
+        blocks = [local_block(a, op, coords) for a, op in zip(arrays, case.operands, strict=True)]
         inputs[coords] = sum(blocks[1:], blocks[0])
     results = {}
     for coords in inputs:
@@ -201,7 +207,7 @@ def tensor_type(shape: tuple[int, ...], element: str) -> str:
 def shapes_by_depth(block, sizes, axes) -> list[tuple[int, ...]]:
     """The shape at every depth (0 = @main) of a value with `block` inside the innermost body."""
     shapes = [tuple(block)]
-    for size, axis in zip(reversed(sizes), reversed(axes)):
+    for size, axis in zip(reversed(sizes), reversed(axes), strict=True):
         inner = shapes[0]
         shapes.insert(0, inner if axis is None else (*inner[:axis], size, *inner[axis:]))
     return shapes
@@ -272,17 +278,17 @@ def program_text(case: Case, result_block: tuple[int, ...], result_element: str)
 
 def random_input(rng: np.random.Generator, shape, dtype: str) -> np.ndarray:
     """Distinct values; floats are quarter-integers so every sum is exact."""
+    if dtype == "i1":
+        return rng.random(shape) < 0.5
     size = int(np.prod(shape))
     values = rng.permutation(size).reshape(shape) - size // 2
     if dtype == "f32":
         return (values / 4).astype(np.float32)
-    if dtype == "i1":
-        return rng.random(shape) < 0.5
     return (values * 3).astype(np.int32)
 
 
 def element_name(dtype: np.dtype) -> str:
-    return {np.dtype(np.float32): "f32", np.dtype(np.int32): "i32", np.dtype(bool): "i1"}[dtype]
+    return {numpy_dtype: name for name, numpy_dtype in ELEMENT_TYPES.items()}[dtype]
 
 
 def check_case(case: Case, compile_ir, rng: np.random.Generator) -> None:
@@ -315,12 +321,11 @@ def case_id(case: Case, variant: str) -> str:
 
 
 def collective_cases() -> list:
-    """Every variant over every axis set of both meshes; f32 and i32 alternate."""
+    """Every variant over every axis set of both meshes, in f32 and i32; bools for pmax/pmin."""
     cases = []
     for mesh, axis_sets in AXIS_SETS.items():
-        for v, variant in enumerate(VARIANTS):
-            for a, axes in enumerate(axis_sets):
-                dtype = ("f32", "i32")[(v + a) % 2]
+        for variant, axes in itertools.product(VARIANTS, axis_sets):
+            for dtype in ("f32", "i32") if variant != "axis_index" else ("i32",):
                 case = make_case(mesh, variant, axes, dtype)
                 cases.append(pytest.param(case, id=case_id(case, variant)))
     for mesh, axes in [(MESH_2X4, ("model", "data")), (MESH_2X4, ("model",)),
@@ -328,9 +333,78 @@ def collective_cases() -> list:
         for variant in ("pmax", "pmin"):
             case = make_case(mesh, variant, axes, "i1", block=(4, 5))
             cases.append(pytest.param(case, id=case_id(case, variant)))
+    for v, variant in enumerate(VARIANTS):
+        case = make_case(MESH_8, variant, ("i",), ("f32", "i32")[v % 2])
+        cases.append(pytest.param(case, id=case_id(case, variant)))
     return cases
 
 
 @pytest.mark.parametrize("case", collective_cases())
 def test_collective(case: Case, compile_ir, rng) -> None:
     check_case(case, compile_ir, rng)
+
+
+# Cases that vary how data enters and leaves the maps: (id, variant, mesh, axes, dtype, options).
+LAYOUT_CASES = [
+    ("in-1-2-out-2-1", "psum", MESH_2X4, ("model",), "f32",
+     {"in_axes": (1, 2), "out_axes": (2, 1)}),
+    ("in-2-0-out-1-2", "all_gather_tiled_d1", MESH_2X4, ("model", "data"), "i32",
+     {"in_axes": (2, 0), "out_axes": (1, 2)}),
+    ("in-1-0-2-out-0-2-1", "psum_scatter_tiled_d1", MESH_2X2X2, ("b", "a"), "f32",
+     {"in_axes": (1, 0, 2), "out_axes": (0, 2, 1)}),
+    ("in-3-1-0-out-2-0-3", "all_to_all_s0c1", MESH_2X2X2, ("c",), "i32",
+     {"in_axes": (3, 1, 0), "out_axes": (2, 0, 3)}),
+    ("unit-everywhere", "all_gather_d1", MESH_2X4, ("model", "data"), "i32",
+     {"unmapped": [(None, None)]}),
+    ("unit-outer-1-inner", "psum_scatter_tiled_d1", MESH_2X4, ("data",), "f32",
+     {"in_axes": (1, 0), "unmapped": [(None, 1)]}),
+    ("unit-middle", "ppermute_cycle", MESH_2X2X2, ("c", "a"), "i32",
+     {"unmapped": [(2, None, 0)]}),
+    ("out-unit-inner", "psum", MESH_2X4, ("model",), "f32", {"out_axes": (0, None)}),
+    ("out-unit-all", "pmax", MESH_2X4, ("data", "model"), "i32", {"out_axes": (None, None)}),
+    ("out-unit-outer-inner", "pmin", MESH_2X2X2, ("c", "a"), "f32",
+     {"out_axes": (None, 1, None)}),
+    ("rank4-all_gather-d2", "all_gather_tiled_d0", MESH_2X2X2, ("a", "b", "c"), "f32",
+     {"block": (2, 1, 3, 2), "params": {"all_gather_dimension": 2}}),
+    ("rank4-all_gather-untiled-d4", "all_gather_d0", MESH_2X4, ("model",), "i32",
+     {"block": (2, 1, 3, 2), "params": {"all_gather_dimension": 4}, "out_axes": (1, 3)}),
+    ("rank4-psum_scatter-untiled-d2", "psum_scatter_d0", MESH_2X2X2, ("b", "c"), "i32",
+     {"block": (2, 3, 4, 2), "params": {"scatter_dimension": 2}}),
+    ("rank4-all_to_all-tiled-s2c3", "all_to_all_tiled_s0c1", MESH_2X4, ("model", "data"),
+     "f32", {"block": (2, 1, 16, 3), "params": {"split_axis": 2, "concat_axis": 3}}),
+    ("rank4-all_to_all-s3c1", "all_to_all_s0c1", MESH_2X2X2, ("a", "c"), "f32",
+     {"block": (2, 3, 1, 4), "params": {"split_axis": 3, "concat_axis": 1}}),
+    ("all_to_all-tiled-s1c1", "all_to_all_tiled_s0c1", MESH_2X4, ("model", "data"), "i32",
+     {"block": (2, 16, 3), "params": {"split_axis": 1, "concat_axis": 1}}),
+    ("all_to_all-untiled-s1c1", "all_to_all_s0c1", MESH_2X2X2, ("c", "b"), "f32",
+     {"block": (2, 4, 3), "params": {"split_axis": 1, "concat_axis": 1}}),
+    ("rank4-pmin", "pmin", MESH_2X2X2, ("b",), "i32", {"block": (2, 1, 3, 2)}),
+    ("scalar-psum", "psum", MESH_8, ("i",), "f32", {"block": ()}),
+    ("scalar-all_gather", "all_gather_d0", MESH_8, ("i",), "i32", {"block": ()}),
+    ("ppermute-empty", "ppermute_cycle", MESH_8, ("i",), "f32", {"params": {"perm": []}}),
+    ("ppermute-reverse", "ppermute_cycle", MESH_8, ("i",), "i32",
+     {"params": {"perm": [[j, 7 - j] for j in range(8)]}}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("variant", "mesh", "axes", "dtype", "options"),
+    [pytest.param(*case[1:], id=case[0]) for case in LAYOUT_CASES],
+)
+def test_layout(variant, mesh, axes, dtype, options, compile_ir, rng) -> None:
+    check_case(make_case(mesh, variant, axes, dtype, **options), compile_ir, rng)
+
+
+def test_example_collective_in_outer_body(run_ir) -> None:
+    """examples/nested_2x4.mlir: psum, ppermute, all_gather and slice inside, psum outside."""
+    text = (Path(__file__).parents[2] / "examples" / "nested_2x4.mlir").read_text()
+    x = np.arange(64, dtype=np.float32).reshape(2, 4, 8) / 4
+    devices = list(itertools.product(range(2), range(4)))  # (data, model), row-major
+    summed = {(d, m): sum(x[d, k] for k in range(4)) for d, m in devices}  # psum 'model'
+    permuted = {(d, (m + 1) % 4): summed[d, m] for d, m in devices}  # ppermute 0->1->2->3->0
+    gathered = np.concatenate([permuted[device] for device in devices])  # ('data', 'model')
+    inner = {device: gathered[0:8] for device in devices}  # the slice [0:8]
+    stacked = [np.stack([inner[d, m] for m in range(4)]) for d in range(2)]  # inner out_axes
+    expected = np.stack([stacked[0] + stacked[1]] * 2)  # psum over 'data', outer out_axes
+    (result,) = run_ir(text, x)
+    np.testing.assert_allclose(result, expected, rtol=1e-6)
