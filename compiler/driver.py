@@ -1,11 +1,16 @@
 """The compiler driver: the whole pipeline, stage by stage.
 
-    trace              lowering/: the Python function -> pmapc IR
-    verify-axes        passes/: every axis bound, every shape right
-    flatten-maps       passes/: nested maps -> one SPMD program over the mesh
-    lower-collectives  passes/: named collectives -> replica groups
-    compile            compiler/xla.py: XLA, one replica per mesh device
-    execute            compiler/runtime.py: place inputs, run, assemble outputs
+    trace                lowering/: the Python function -> pmapc IR
+    verify-axes          passes/: every axis bound, every shape right
+    flatten-maps         passes/: nested maps -> one SPMD program over the mesh
+    fold-gather-slice    passes/: a gather then a slice of one's own block cancel
+    sink-slices          passes/: arguments split over inner axes too
+    sink-gathers         passes/: results returned split, not gathered
+    lower-collectives    passes/: named collectives -> replica groups
+    combine-all-reduces  passes/: independent all_reduces -> one
+    simplify             passes/: canonicalize and cse
+    compile              compiler/xla.py: XLA, one replica per mesh device
+    execute              compiler/runtime.py: place inputs, run, assemble outputs
 """
 
 from __future__ import annotations
@@ -14,15 +19,13 @@ import dataclasses
 
 from pmapc import dialect, ir
 from pmapc.compiler import runtime
-from pmapc.compiler.pipeline import run_passes
+from pmapc.compiler.pipeline import DEFAULT_PIPELINE, parse_pipeline, run_passes
 from pmapc.mesh import Mesh
-from pmapc.passes.flatten_maps import FlattenMapsPass
-from pmapc.passes.lower_collectives import LowerCollectivesPass
-from pmapc.passes.verify_axes import VerifyAxesPass
 
 
 def default_passes() -> list:
-    return [VerifyAxesPass(), FlattenMapsPass(), LowerCollectivesPass()]
+    """The passes of the stages above, in order (the `pmapc-to-stablehlo` pipeline)."""
+    return parse_pipeline(DEFAULT_PIPELINE)
 
 
 @dataclasses.dataclass

@@ -9,7 +9,7 @@ axes stay named for the passes.
 
 from __future__ import annotations
 
-from pmapc import dialect, ir, shapes
+from pmapc import dialect, hlo, ir, shapes
 from pmapc.errors import AxisError
 from pmapc.lowering import jax_api
 
@@ -60,17 +60,20 @@ jax_api.register_lowering(map_p, _map_lowering)
 # JAX collectives -> @pmapc.<kind>
 
 
-def _axes_of(params) -> tuple[str, ...]:
+def _axes_of(params) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """(named axes, positional axes) of a collective's parameters.
+
+    Positional axes appear when `jax.vmap` batches a collective over its own
+    axis name: they name array dimensions reduced locally.
+    """
     names = params["axes"] if "axes" in params else params["axis_name"]
     names = names if isinstance(names, (tuple, list)) else (names,)
     if params.get("axis_index_groups") is not None:
         raise AxisError("axis_index_groups are not supported by pmapc; split the axis into "
                         "two nested maps and name the inner one instead")
-    for name in names:
-        if not isinstance(name, str):
-            raise AxisError(f"collective over positional axis {name!r}: pmapc needs named "
-                            "axes bound by pmapc.pmap")
-    return tuple(names)
+    named = tuple(n for n in names if isinstance(n, str))
+    positional = tuple(n for n in names if not isinstance(n, str))
+    return named, positional
 
 
 def _kind_params(kind: str, params) -> dict:
@@ -90,11 +93,19 @@ def _kind_params(kind: str, params) -> dict:
 
 def _collective_rule(kind: str):
     def rule(ctx, *operands, **params):
+        loc, ip = ir.Location.current, ir.InsertionPoint.current
+        operands = _flatten(operands)
+        named, positional = _axes_of(params)
+        if positional:
+            if kind not in dialect.REDUCTIONS:
+                raise AxisError(f"'{kind}' over a positional axis {positional} is not "
+                                "supported; name the axis with pmapc.pmap or jax.vmap")
+            operands = [hlo.reduce_dims(v, positional, kind, loc=loc, ip=ip) for v in operands]
+        if not named:
+            return operands
         result_types = [jax_api.ir_type_of(ctx, aval) for aval in ctx.avals_out]
-        op = dialect.create_collective(
-            kind, _flatten(operands), result_types, _axes_of(params),
-            loc=ir.Location.current, ip=ir.InsertionPoint.current, **_kind_params(kind, params),
-        )
+        op = dialect.create_collective(kind, operands, result_types, named, loc=loc, ip=ip,
+                                       **_kind_params(kind, params))
         return op.results
 
     return rule

@@ -88,7 +88,7 @@ def broadcast_prefix(spec: MapSpec, what: str, axes_tree, values_tree) -> list:
     """The axis of every leaf of `values_tree`, from an `in_axes`/`out_axes` prefix tree."""
     try:
         per_leaf = jax.tree_util.tree_map(
-            lambda axis, sub: [axis] * len(jax.tree_util.tree_leaves(sub)),
+            lambda axis, sub: _SameAxis(axis, len(jax.tree_util.tree_leaves(sub))),
             axes_tree, values_tree, is_leaf=lambda x: x is None,
         )
     except (ValueError, TypeError):
@@ -96,8 +96,16 @@ def broadcast_prefix(spec: MapSpec, what: str, axes_tree, values_tree) -> list:
         raise ShapeError(f"pmapc.pmap over '{spec.axis_name}': {what} {axes_tree!r} does not "
                          f"match the structure of the values it describes, {structure}; give "
                          "a prefix of that structure") from None
-    flat = jax.tree_util.tree_leaves(per_leaf, is_leaf=lambda x: isinstance(x, list))
-    return [axis for group in flat for axis in group]
+    groups = jax.tree_util.tree_leaves(per_leaf)
+    return [group.axis for group in groups for _ in range(group.count)]
+
+
+@dataclasses.dataclass(frozen=True)
+class _SameAxis:
+    """One prefix entry's axis for `count` leaves (a pytree leaf, unlike a list)."""
+
+    axis: int | None
+    count: int
 
 
 def _normalize_axis(spec, what, axis, rank, path, extra=0) -> int | None:

@@ -9,7 +9,7 @@ axes groups over the product of those axes, ordered as the tuple names them):
   psum_scatter     -> reduce_scatter (untiled: the unit dimension dropped)
   all_to_all       -> all_to_all (untiled: JAX's expand, exchange, squeeze)
   ppermute         -> collective_permute over every group's device pairs
-  axis_index       -> replica_id arithmetic, replica_id read once per function
+  axis_index       -> replica_id arithmetic, done once per function and axes
 
 The module's `mhlo.num_replicas` becomes the mesh size.
 """
@@ -45,7 +45,9 @@ class LowerCollectivesPass:
 class _Lowering:
     def __init__(self, mesh: Mesh):
         self.mesh = mesh
-        self.replica_ids: dict[ir.Operation, ir.Value] = {}
+        # Values computed once per function: the replica id, and axis indices by axes.
+        self.entry_values: dict[object, ir.Value] = {}
+        self.anchors: dict[ir.Operation, ir.Operation] = {}
 
     def lower(self, op: ir.Operation) -> None:
         if dialect.is_map(op):
@@ -147,32 +149,51 @@ class _Lowering:
         return [op.result]
 
     def lower_axis_index(self, view, *, ip, loc) -> list[ir.Value]:
-        device = self.replica_id_of(view.op)
-        index = None
-        for stride, size, weight in axis_index_terms(self.mesh, view.axes):
-            coord = device
-            if stride != 1:
-                coord = hlo.binary("divide", coord, hlo.i32_scalar(stride, loc=loc, ip=ip),
-                                   loc=loc, ip=ip)
-            if stride * size != self.mesh.size:
-                coord = hlo.binary("remainder", coord, hlo.i32_scalar(size, loc=loc, ip=ip),
-                                   loc=loc, ip=ip)
-            if weight != 1:
-                coord = hlo.binary("multiply", coord, hlo.i32_scalar(weight, loc=loc, ip=ip),
-                                   loc=loc, ip=ip)
-            index = coord if index is None else hlo.binary("add", index, coord, loc=loc, ip=ip)
-        return [index if index is not None else hlo.i32_scalar(0, loc=loc, ip=ip)]
+        return [self.axis_index_in(function_of(view.op), view.axes, loc)]
 
-    def replica_id_of(self, op: ir.Operation) -> ir.Value:
-        """The device's id as i32, read once at the top of the enclosing function."""
-        function = op.parent
-        while function.name != "func.func":
-            function = function.parent
-        function = function.operation
-        if function not in self.replica_ids:
-            block = ir.function_entry_block(function)
-            ip = ir.InsertionPoint.at_block_begin(block)
-            loc = function.location
+    def axis_index_in(self, function: ir.Operation, axes: tuple[str, ...], loc) -> ir.Value:
+        """The device's index along `axes`, computed once at the top of `function`."""
+        key = (function, axes)
+        if key not in self.entry_values:
+            ip = self.entry_point(function)
+            device = self.replica_id_in(function, loc)
+            index = None
+            for stride, size, weight in axis_index_terms(self.mesh, axes):
+                coord = device
+                if stride != 1:
+                    coord = hlo.binary("divide", coord, hlo.i32_scalar(stride, loc=loc, ip=ip),
+                                       loc=loc, ip=ip)
+                if stride * size != self.mesh.size:
+                    coord = hlo.binary("remainder", coord, hlo.i32_scalar(size, loc=loc, ip=ip),
+                                       loc=loc, ip=ip)
+                if weight != 1:
+                    coord = hlo.binary("multiply", coord,
+                                       hlo.i32_scalar(weight, loc=loc, ip=ip), loc=loc, ip=ip)
+                index = coord if index is None else hlo.binary("add", index, coord,
+                                                               loc=loc, ip=ip)
+            self.entry_values[key] = index if index is not None else hlo.i32_scalar(
+                0, loc=loc, ip=ip)
+        return self.entry_values[key]
+
+    def replica_id_in(self, function: ir.Operation, loc) -> ir.Value:
+        """The device's id as i32, read once at the top of `function`."""
+        if function not in self.entry_values:
+            ip = self.entry_point(function)
             device = hlo.replica_id(loc=loc, ip=ip)
-            self.replica_ids[function] = hlo.convert(device, ir.i32_type(), loc=loc, ip=ip)
-        return self.replica_ids[function]
+            self.entry_values[function] = hlo.convert(device, ir.i32_type(), loc=loc, ip=ip)
+        return self.entry_values[function]
+
+    def entry_point(self, function: ir.Operation) -> ir.InsertionPoint:
+        """Before the function's first original op: where per-function values go."""
+        if function not in self.anchors:
+            block = ir.function_entry_block(function)
+            self.anchors[function] = block.operations[0].operation
+        return ir.InsertionPoint(self.anchors[function])
+
+
+def function_of(op: ir.Operation) -> ir.Operation:
+    """The func.func enclosing `op`."""
+    parent = op.parent
+    while parent.name != "func.func":
+        parent = parent.parent
+    return parent.operation

@@ -90,3 +90,27 @@ def build_reducer(region: ir.Region, element_type: ir.Type, kind: str, *, loc) -
 
 def groups_attr(groups: np.ndarray) -> ir.Attribute:
     return ir.dense_i64_attr(groups)
+
+
+def reduction_identity(element_type: ir.Type, kind: str) -> ir.Attribute:
+    """The scalar identity of a psum/pmax/pmin reduction of `element_type`."""
+    scalar = ir.tensor_type([], element_type)
+    if ir.is_float_type(element_type):
+        value = {"psum": 0.0, "pmax": float("-inf"), "pmin": float("inf")}[kind]
+        return ir.float_splat_attr(scalar, value)
+    low, high = ir.integer_range(element_type)
+    value = {"psum": 0, "pmax": low, "pmin": high}[kind]
+    return ir.integer_splat_attr(scalar, value)
+
+
+def reduce_dims(value: ir.Value, dims: Sequence[int], kind: str, *, loc, ip) -> ir.Value:
+    """Reduce `value` over array dimensions `dims` locally (add, maximum or minimum)."""
+    element_type = ir.element_type_of(value.type)
+    init = constant(reduction_identity(element_type, kind), ir.tensor_type([], element_type),
+                    loc=loc, ip=ip)
+    shape = [size for dim, size in enumerate(ir.shape_of(value.type)) if dim not in dims]
+    op = ir.create_op("stablehlo.reduce", [value, init], [ir.tensor_type(shape, element_type)],
+                      {"dimensions": ir.dense_i64_array_attr(sorted(dims))},
+                      loc=loc, ip=ip, regions=1)
+    build_reducer(op.regions[0], element_type, kind, loc=loc)
+    return op.result

@@ -147,6 +147,19 @@ def i64_type() -> ir.Type:
     return ir.IntegerType.get_signless(64)
 
 
+def is_float_type(type_: ir.Type) -> bool:
+    return isinstance(type_, ir.FloatType)
+
+
+def integer_range(type_: ir.Type) -> tuple[int, int]:
+    """(lowest, highest) value of an integer type; i1 is (0, 1)."""
+    integer = ir.IntegerType(type_)
+    width = integer.width
+    if width == 1 or integer.is_unsigned:
+        return 0, (1 << width) - 1
+    return -(1 << (width - 1)), (1 << (width - 1)) - 1
+
+
 def parse_type(text: str) -> ir.Type:
     return ir.Type.parse(text)
 
@@ -201,6 +214,17 @@ def zero_attr(type_: ir.Type) -> ir.Attribute:
     return ir.DenseElementsAttr.get_splat(type_, ir.FloatAttr.get(element, 0.0))
 
 
+def float_splat_attr(type_: ir.Type, value: float) -> ir.Attribute:
+    return ir.DenseElementsAttr.get_splat(type_, ir.FloatAttr.get(element_type_of(type_), value))
+
+
+def integer_splat_attr(type_: ir.Type, value: int) -> ir.Attribute:
+    element = element_type_of(type_)
+    if ir.IntegerType(element).width == 1:
+        return ir.DenseElementsAttr.get_splat(type_, ir.BoolAttr.get(bool(value)))
+    return ir.DenseElementsAttr.get_splat(type_, ir.IntegerAttr.get(element, value))
+
+
 def scalar_i32_attr(value: int) -> ir.Attribute:
     return ir.DenseElementsAttr.get_splat(tensor_type([], i32_type()), i32_attr(value))
 
@@ -249,6 +273,15 @@ def as_i64_array(attr: ir.Attribute) -> list[int] | None:
     if not isinstance(attr, ir.DenseI64ArrayAttr):
         return None
     return list(ir.DenseI64ArrayAttr(attr))
+
+
+def as_dense_values(attr: ir.Attribute) -> list | None:
+    """The elements of a dense integer or float elements attribute (flat), else None."""
+    if not isinstance(attr, (ir.DenseIntElementsAttr, ir.DenseFPElementsAttr)):
+        return None
+    if attr.is_splat:
+        return [attr.get_splat_value().value]
+    return [attr[i] for i in range(len(attr))]
 
 
 def is_unit(attr: ir.Attribute) -> bool:

@@ -30,7 +30,8 @@ def test_lower_exposes_every_stage():
     x = np.ones((2, 4, 3), np.float32)
     lowered = nested_psum().lower(x)
     assert list(lowered.stages) == [
-        "pmapc", "verify-axes", "flatten-maps", "lower-collectives", "stablehlo"]
+        "pmapc", "verify-axes", "flatten-maps", "fold-gather-slice", "sink-slices",
+        "sink-gathers", "lower-collectives", "combine-all-reduces", "simplify", "stablehlo"]
     assert "@pmapc.map" in lowered.as_text("pmapc")
     assert "pmapc.mesh" in lowered.as_text("flatten-maps")
     final = lowered.as_text()

@@ -1,0 +1,48 @@
+"""fold-gather-slice: a slice at the device's own index of an all_gather is its input.
+
+When an inner map's output feeds another inner map over the same axis (two
+inner maps in a row), flatten-maps gathers the first map's blocks over the
+axis and the second map slices its own block back out. The pair cancels:
+`dynamic_slice(all_gather(x, axis, dim), own index along dim)` is `x` with a
+unit dimension at `dim`. The gather goes when nothing else uses it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import ClassVar
+
+from pmapc import hlo, ir
+from pmapc.passes import patterns
+
+
+@dataclasses.dataclass(frozen=True)
+class FoldGatherSlicePass:
+    """Cancel an untiled all_gather followed by a slice at the device's own index."""
+
+    name: ClassVar[str] = "fold-gather-slice"
+
+    def run(self, module: ir.Module) -> bool:
+        slices = [op for f in ir.functions(module).values() for op in ir.walk(f)
+                  if op.name == "stablehlo.dynamic_slice"]
+        changed = False
+        for op in slices:
+            changed |= fold(op)
+        return changed
+
+
+def fold(op: ir.Operation) -> bool:
+    own = patterns.own_slice_of(op)
+    match = patterns.untiled_gather(op.operands[0])
+    if own is None or match is None or (match[1], match[2]) != own:
+        return False
+    gather = match[0]
+    block = hlo.reshape(gather.operands[0], ir.shape_of(op.results[0].type),
+                        loc=op.location, ip=ir.InsertionPoint(op))
+    op.results[0].replace_all_uses_with(block)
+    starts = {patterns.defining_op(start) for start in op.operands[1:]} - {None}
+    op.erase()
+    for start in starts:
+        patterns.erase_if_unused(start)
+    patterns.erase_if_unused(gather)
+    return True

@@ -1,0 +1,112 @@
+"""Small matchers shared by the optimization passes (no rewriting here).
+
+Several passes recognize what flatten-maps produced: slices at the device's
+own coordinate, untiled all_gathers over one axis, and chains of reshapes
+that only add or remove unit dimensions.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pmapc import dialect, ir
+
+
+def defining_op(value: ir.Value) -> ir.Operation | None:
+    op = ir.value_owner_op(value)
+    return op.operation if op is not None else None
+
+
+def axis_index_axes(value: ir.Value) -> tuple[str, ...] | None:
+    """The axes of the `pmapc.axis_index` that defines `value`, else None."""
+    op = defining_op(value)
+    if op is None or dialect.target_of(op) != "pmapc.axis_index":
+        return None
+    return dialect.read_collective(op).axes
+
+
+def is_zero(value: ir.Value) -> bool:
+    """Whether `value` is a `stablehlo.constant` whose elements are all zero."""
+    op = defining_op(value)
+    if op is None or op.name != "stablehlo.constant":
+        return False
+    values = ir.as_dense_values(op.attributes["value"])
+    return values is not None and not np.any(np.array(values))
+
+
+def nonunit_dims(shape) -> list[int]:
+    return [dim for dim, size in enumerate(shape) if size != 1]
+
+
+def same_up_to_unit_dims(a, b) -> bool:
+    """Whether two shapes differ only by dimensions of size 1."""
+    return [s for s in a if s != 1] == [s for s in b if s != 1]
+
+
+def matching_dim(from_shape, dim: int, to_shape) -> int:
+    """The dimension of `to_shape` holding non-unit dimension `dim` of `from_shape`.
+
+    Both shapes must agree up to unit dimensions.
+    """
+    position = nonunit_dims(from_shape).index(dim)
+    return nonunit_dims(to_shape)[position]
+
+
+def through_unit_reshapes(value: ir.Value) -> ir.Value:
+    """Follow reshapes that only add or remove unit dimensions back to their source."""
+    while True:
+        op = defining_op(value)
+        if op is None or op.name != "stablehlo.reshape":
+            return value
+        source = op.operands[0]
+        if not same_up_to_unit_dims(ir.shape_of(source.type), ir.shape_of(value.type)):
+            return value
+        value = source
+
+
+def own_slice_of(op: ir.Operation) -> tuple[str, int] | None:
+    """(axis, dim) if `op` is a dynamic_slice taking the device's own index along one axis.
+
+    That is: size 1 at `dim`, whose start is `axis_index` of `axis`; every other
+    start zero and every other size full. (What flatten-maps emits for a mapped
+    operand.)
+    """
+    if op.name != "stablehlo.dynamic_slice":
+        return None
+    source, *starts = op.operands
+    shape = ir.shape_of(source.type)
+    sizes = ir.as_i64_array(op.attributes["slice_sizes"])
+    found = None
+    for dim, (start, size) in enumerate(zip(starts, sizes)):
+        axes = axis_index_axes(start)
+        if axes is not None and len(axes) == 1 and size == 1 and found is None:
+            found = (axes[0], dim)
+        elif not (is_zero(start) and size == shape[dim]):
+            return None
+    return found
+
+
+def untiled_gather(value: ir.Value) -> tuple[ir.Operation, str, int] | None:
+    """(op, axis, dim) if `value` is an untiled `pmapc.all_gather` over one axis."""
+    op = defining_op(value)
+    if op is None or dialect.target_of(op) != "pmapc.all_gather":
+        return None
+    view = dialect.read_collective(op)
+    if view.params["tiled"] or len(view.axes) != 1:
+        return None
+    return op, view.axes[0], view.params["all_gather_dimension"]
+
+
+def erase_if_unused(op: ir.Operation | None) -> None:
+    if op is not None and all(not list(result.uses) for result in op.results):
+        op.erase()
+
+
+def erase_unused_reshapes(value: ir.Value) -> None:
+    """Erase the chain of now-unused reshapes that produced `value`."""
+    op = defining_op(value)
+    while op is not None and op.name == "stablehlo.reshape" and not any(
+            list(result.uses) for result in op.results):
+        source = op.operands[0]
+        op.erase()
+        op = defining_op(source)

@@ -1,0 +1,43 @@
+"""simplify: fold reshape chains, then MLIR's canonicalize and cse.
+
+Folds the reshape chains the rewrites leave behind (`reshape(reshape(x))` is
+one reshape, a reshape to the same type is nothing), shares equal constants
+and index arithmetic, and drops dead ops.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import ClassVar
+
+from pmapc import ir
+from pmapc.passes import patterns
+
+
+@dataclasses.dataclass(frozen=True)
+class SimplifyPass:
+    """Run MLIR's canonicalize and cse: fold reshapes, share constants, drop dead ops."""
+
+    name: ClassVar[str] = "simplify"
+
+    def run(self, module: ir.Module) -> bool:
+        before = ir.print_module(module)
+        reshapes = [op for f in ir.functions(module).values() for op in ir.walk(f)
+                    if op.name == "stablehlo.reshape"]
+        for op in reshapes:
+            fold_reshape(op)
+        ir.run_upstream_passes(module, "canonicalize,cse")
+        return ir.print_module(module) != before
+
+
+def fold_reshape(op: ir.Operation) -> None:
+    """Reshape the source of a reshape chain directly; drop reshapes to the same type."""
+    source = op.operands[0]
+    producer = patterns.defining_op(source)
+    if producer is not None and producer.name == "stablehlo.reshape":
+        source = producer.operands[0]
+        op.operands[0] = source
+        patterns.erase_if_unused(producer)
+    if source.type == op.results[0].type:
+        op.results[0].replace_all_uses_with(source)
+        op.erase()

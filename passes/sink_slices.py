@@ -1,0 +1,103 @@
+"""sink-slices: split @main's arguments over inner axes too.
+
+After flatten-maps, an argument that an inner map slices at the device's own
+index (`dynamic_slice` at `axis_index` of the inner axis) is still sent whole
+to every device of that axis. When every use of the argument (through
+reshapes that only add or drop unit dimensions) is such a slice, along one
+axis and dimension, the argument is passed split over that axis as well:
+each device receives only its block, and host-to-device bytes fall by the
+axis size. Repeats until nothing changes, so 3-deep nests split over all
+their axes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import ClassVar
+
+from pmapc import dialect, hlo, ir
+from pmapc.mesh import Mesh
+from pmapc.passes import patterns
+
+
+@dataclasses.dataclass(frozen=True)
+class SinkSlicesPass:
+    """Split @main's arguments over the inner axes whose slices are all the program uses."""
+
+    name: ClassVar[str] = "sink-slices"
+
+    def run(self, module: ir.Module) -> bool:
+        mesh = dialect.read_mesh(module)
+        if mesh is None:
+            return False
+        main = ir.functions(module)["main"]
+        changed = False
+        progress = True
+        while progress:
+            progress = False
+            for index, arg in enumerate(ir.function_entry_block(main).arguments):
+                progress |= sink_argument(main, index, arg, mesh)
+            changed |= progress
+        if changed:
+            block = ir.function_entry_block(main)
+            ir.set_function_type(main, [a.type for a in block.arguments],
+                                 ir.function_type(main).results)
+        return changed
+
+
+def sink_argument(main, index: int, arg: ir.Value, mesh: Mesh) -> bool:
+    slices = own_slices_through_views(arg)
+    if not slices:
+        return False
+    targets = {(axis, patterns.matching_dim(ir.shape_of(op.operands[0].type), dim,
+                                             ir.shape_of(arg.type)))
+               for op, axis, dim in slices}
+    if len(targets) != 1:
+        return False
+    (axis, arg_dim) = targets.pop()
+    shape = list(ir.shape_of(arg.type))
+    split = [list(d) for d in dialect.read_split(
+        ir.get_arg_attr(main, "arg", index, dialect.SPLIT_ATTR), len(shape))]
+    if shape[arg_dim] != mesh.axis_size(axis) or any(axis in d for d in split):
+        return False
+    shape[arg_dim] = 1
+    split[arg_dim].append(axis)
+    ir.set_value_type(arg, ir.tensor_type(shape, ir.element_type_of(arg.type)))
+    ir.set_arg_attr(main, "arg", index, dialect.SPLIT_ATTR, dialect.split_attr(split))
+    for op, _, _ in slices:
+        replace_slice(op, arg)
+    return True
+
+
+def own_slices_through_views(arg: ir.Value) -> list[tuple[ir.Operation, str, int]] | None:
+    """Every use of `arg` as (slice op, axis, dim), looking through unit reshapes.
+
+    None when some use is anything else, or a slice dimension is a unit one.
+    """
+    found = []
+    pending = [arg]
+    while pending:
+        value = pending.pop()
+        for owner, _ in ir.uses_of(value):
+            if owner.name == "stablehlo.reshape" and patterns.same_up_to_unit_dims(
+                    ir.shape_of(owner.operands[0].type), ir.shape_of(owner.results[0].type)):
+                pending.append(owner.results[0])
+                continue
+            own = patterns.own_slice_of(owner)
+            if own is None or ir.shape_of(value.type)[own[1]] == 1:
+                return None
+            found.append((owner, *own))
+    return found
+
+
+def replace_slice(op: ir.Operation, arg: ir.Value) -> None:
+    """The slice's value is now the device's argument block itself."""
+    ip, loc = ir.InsertionPoint(op), op.location
+    block = hlo.reshape(arg, ir.shape_of(op.results[0].type), loc=loc, ip=ip)
+    op.results[0].replace_all_uses_with(block)
+    starts = {patterns.defining_op(start) for start in op.operands[1:]} - {None}
+    source = op.operands[0]
+    op.erase()
+    for start in starts:
+        patterns.erase_if_unused(start)
+    patterns.erase_unused_reshapes(source)
