@@ -267,6 +267,8 @@ def read_mesh(module: ir.Module) -> Mesh | None:
         return None
     config = ir.as_dict(attributes[MESH_ATTR]) or {}
     names = _read_string_list(config["axis_names"]) if "axis_names" in config else None
+    if "axis_names" in config and ir.as_list(config["axis_names"]) == []:
+        names = ()  # a program without maps runs on one device
     sizes = ir.as_i64_array(config["axis_sizes"]) if "axis_sizes" in config else None
     if names is None or sizes is None or len(names) != len(sizes):
         raise DiagnosticError(

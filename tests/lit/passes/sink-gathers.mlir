@@ -1,0 +1,89 @@
+// RUN: pmapc opt %s --pass-pipeline='builtin.module(flatten-maps,sink-gathers)' --split-input-file | FileCheck %s
+
+// The inner map's output leaves the program: no all_gather, the result is
+// returned split over "data" and "model".
+// CHECK-LABEL: module @returned_split_over_both_axes
+// CHECK: -> (tensor<1x1x8xf32> {pmapc.split = {{\[}}["data"], ["model"], []]})
+// CHECK-NOT: pmapc.all_gather
+// CHECK: %[[SUM:.*]] = stablehlo.custom_call @pmapc.psum
+// CHECK: %[[BLOCK:.*]] = stablehlo.reshape %[[SUM]] : (tensor<8xf32>) -> tensor<1x1x8xf32>
+// CHECK: return %[[BLOCK]]
+module @returned_split_over_both_axes {
+  func.func public @main(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+    %0 = stablehlo.custom_call @pmapc.map(%x) {called_computations = [@outer], api_version = 4 : i32, backend_config = {axis_name = "data", axis_size = 2 : i64, in_axes = [0], out_axes = [0]}} : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+    return %0 : tensor<2x4x8xf32>
+  }
+  func.func private @outer(%y: tensor<4x8xf32>) -> tensor<4x8xf32> {
+    %0 = stablehlo.custom_call @pmapc.map(%y) {called_computations = [@inner], api_version = 4 : i32, backend_config = {axis_name = "model", axis_size = 4 : i64, in_axes = [0], out_axes = [0]}} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+    return %0 : tensor<4x8xf32>
+  }
+  func.func private @inner(%z: tensor<8xf32>) -> tensor<8xf32> {
+    %0 = stablehlo.custom_call @pmapc.psum(%z) {api_version = 4 : i32, backend_config = {axes = ["model"]}} : (tensor<8xf32>) -> tensor<8xf32>
+    return %0 : tensor<8xf32>
+  }
+}
+
+// -----
+
+// Inner out_axes 1: the result's dimension 2 is split over "model".
+// CHECK-LABEL: module @stacked_at_a_later_dimension
+// CHECK: -> (tensor<1x8x1xf32> {pmapc.split = {{\[}}["data"], [], ["model"]]})
+// CHECK-NOT: pmapc.all_gather
+module @stacked_at_a_later_dimension {
+  func.func public @main(%x: tensor<2x4x8xf32>) -> tensor<2x8x4xf32> {
+    %0 = stablehlo.custom_call @pmapc.map(%x) {called_computations = [@outer], api_version = 4 : i32, backend_config = {axis_name = "data", axis_size = 2 : i64, in_axes = [0], out_axes = [0]}} : (tensor<2x4x8xf32>) -> tensor<2x8x4xf32>
+    return %0 : tensor<2x8x4xf32>
+  }
+  func.func private @outer(%y: tensor<4x8xf32>) -> tensor<8x4xf32> {
+    %0 = stablehlo.custom_call @pmapc.map(%y) {called_computations = [@inner], api_version = 4 : i32, backend_config = {axis_name = "model", axis_size = 4 : i64, in_axes = [0], out_axes = [1]}} : (tensor<4x8xf32>) -> tensor<8x4xf32>
+    return %0 : tensor<8x4xf32>
+  }
+  func.func private @inner(%z: tensor<8xf32>) -> tensor<8xf32> {
+    return %z : tensor<8xf32>
+  }
+}
+
+// -----
+
+// The outer body also uses the stacked value: the gather stays for that use,
+// while the result is still returned split.
+// CHECK-LABEL: module @gather_kept_for_other_users
+// CHECK: -> (tensor<1x1x8xf32> {pmapc.split = {{\[}}["data"], ["model"], []]}, tensor<1x4x8xf32> {pmapc.split = {{\[}}["data"], [], []]})
+// CHECK: %[[GATHERED:.*]] = stablehlo.custom_call @pmapc.all_gather
+// CHECK: stablehlo.add %[[GATHERED]], %[[GATHERED]]
+module @gather_kept_for_other_users {
+  func.func public @main(%x: tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x8xf32>) {
+    %0:2 = stablehlo.custom_call @pmapc.map(%x) {called_computations = [@outer], api_version = 4 : i32, backend_config = {axis_name = "data", axis_size = 2 : i64, in_axes = [0], out_axes = [0, 0]}} : (tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x8xf32>)
+    return %0#0, %0#1 : tensor<2x4x8xf32>, tensor<2x4x8xf32>
+  }
+  func.func private @outer(%y: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+    %0 = stablehlo.custom_call @pmapc.map(%y) {called_computations = [@inner], api_version = 4 : i32, backend_config = {axis_name = "model", axis_size = 4 : i64, in_axes = [0], out_axes = [0]}} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+    %1 = stablehlo.add %0, %0 : tensor<4x8xf32>
+    return %0, %1 : tensor<4x8xf32>, tensor<4x8xf32>
+  }
+  func.func private @inner(%z: tensor<8xf32>) -> tensor<8xf32> {
+    return %z : tensor<8xf32>
+  }
+}
+
+// -----
+
+// A psum over "data" after the gather: the value returned is not a gather,
+// so it stays replicated over "model".
+// CHECK-LABEL: module @reduced_after_gather
+// CHECK: -> (tensor<1x4x8xf32> {pmapc.split = {{\[}}["data"], [], []]})
+// CHECK: pmapc.all_gather
+module @reduced_after_gather {
+  func.func public @main(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+    %0 = stablehlo.custom_call @pmapc.map(%x) {called_computations = [@outer], api_version = 4 : i32, backend_config = {axis_name = "data", axis_size = 2 : i64, in_axes = [0], out_axes = [0]}} : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+    return %0 : tensor<2x4x8xf32>
+  }
+  func.func private @outer(%y: tensor<4x8xf32>) -> tensor<4x8xf32> {
+    %0 = stablehlo.custom_call @pmapc.map(%y) {called_computations = [@inner], api_version = 4 : i32, backend_config = {axis_name = "model", axis_size = 4 : i64, in_axes = [0], out_axes = [0]}} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+    %1 = stablehlo.custom_call @pmapc.psum(%0) {api_version = 4 : i32, backend_config = {axes = ["data"]}} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+    return %1 : tensor<4x8xf32>
+  }
+  func.func private @inner(%z: tensor<8xf32>) -> tensor<8xf32> {
+    return %z : tensor<8xf32>
+  }
+}
