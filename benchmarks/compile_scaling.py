@@ -1,0 +1,163 @@
+"""W4: compile time against the number of collectives in the body.
+
+The body is a Python loop of `count` tiny psums alternating between 'data' and
+'model', each followed by its own scale and add (so nothing folds or CSEs).
+pmapc's stages are timed one by one through its own hooks, mirroring
+`MappedFunction._lower` and `driver.run_pipeline`:
+
+    trace       trace.flatten_call, trace.lower_to_text, trace.to_pmapc_module
+    handoff     print with locations + parse (what `_lower` hands the driver)
+    passes      pipeline.run_passes(driver.default_passes()), each with its verify
+    stage text  the IR printed after every stage (`Lowered.stages`)
+    compile     runtime.Executable: XLA in replica mode
+
+shard_map: `jax.jit(f).trace(x).lower()` and `.compile()`. Every repetition
+builds fresh functions, so no tracing or compilation cache is hit.
+"""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+import time
+
+import jax
+import numpy as np
+from jax.sharding import PartitionSpec as P
+
+import hlo_stats
+from compare import ATOL, RTOL
+from pmapc import ir
+from pmapc.compiler import driver, pipeline, runtime
+from pmapc.lowering import trace
+from timing import seconds
+from workloads import mesh_of, nested, shard_map_jit
+
+DATA, MODEL, WIDTH = 2, 4, 8
+
+
+def chain_body(count: int):
+    """`count` psums alternating data/model, each followed by a distinct scale and add."""
+
+    def body(x):
+        for k in range(count):
+            axis, size = ("data", DATA) if k % 2 == 0 else ("model", MODEL)
+            x = jax.lax.psum(x, axis) * ((1.0 + 1e-6 * k) / size) + 1e-6 * k
+        return x
+
+    return body
+
+
+def timed_passes(module) -> tuple[dict[str, float], float]:
+    """Seconds in each pass (with its verify) and in printing the stages, as the driver does."""
+    pass_s: dict[str, float] = {}
+    printing, _ = seconds(ir.print_module, module)  # the 'pmapc' stage
+    clock = [time.perf_counter()]
+
+    def after(pass_, module) -> None:
+        ran = time.perf_counter()
+        pass_s[pass_.name] = pass_s.get(pass_.name, 0.0) + ran - clock[0]
+        ir.print_module(module)
+        clock[0] = time.perf_counter()
+        stage_text_s[0] += clock[0] - ran
+
+    stage_text_s = [printing]
+    pipeline.run_passes(module, driver.default_passes(), after_pass=after)
+    final, _ = seconds(ir.print_module, module)  # the 'stablehlo' stage
+    return pass_s, stage_text_s[0] + final
+
+
+def pmapc_stages(function, args) -> tuple[dict, object]:
+    """Seconds in each of pmapc's own stages (no XLA) and the final module."""
+    spec = function.spec
+    flatten_s, call = seconds(trace.flatten_call, spec, args)
+    lower_s, (text, _) = seconds(trace.lower_to_text, spec, call)
+    module_s, module = seconds(trace.to_pmapc_module, text, spec.name)
+    start = time.perf_counter()
+    module = ir.parse_module(ir.print_module(module, debug_info=True), ir.make_context())
+    handoff_s = time.perf_counter() - start
+    pass_s, stage_text_s = timed_passes(module)
+    trace_s = flatten_s + lower_s + module_s
+    return {
+        "trace_s": trace_s,
+        "trace_parts_s": {"flatten_call": flatten_s, "lower_to_text": lower_s,
+                          "to_pmapc_module": module_s},
+        "handoff_s": handoff_s,
+        "passes_s": pass_s,
+        "stage_text_s": stage_text_s,
+        "own_total_s": trace_s + handoff_s + sum(pass_s.values()) + stage_text_s,
+    }, module
+
+
+def measure_once(count: int, compile_xla: bool) -> dict:
+    """One fresh pmapc and shard_map build of the chain: their stage times."""
+    x = np.arange(DATA * MODEL * WIDTH, dtype=np.float32).reshape(DATA, MODEL, WIDTH) / 100
+    pmapc_s, module = pmapc_stages(nested(chain_body(count)), (x,))
+    specs = (P("data", "model"),)
+    shard = shard_map_jit(chain_body(count), mesh_of(DATA, MODEL), specs, specs[0])
+    start = time.perf_counter()
+    shard_lowered = shard.trace(x).lower()
+    result = {"pmapc": pmapc_s,
+              "shard_map": {"trace_lower_s": time.perf_counter() - start}}
+    if not compile_xla:
+        return result
+    compile_s, executable = seconds(runtime.Executable, module, jax.devices()[: DATA * MODEL])
+    shard_compile_s, shard_compiled = seconds(shard_lowered.compile)
+    result["pmapc"]["xla_compile_s"] = compile_s
+    result["shard_map"]["xla_compile_s"] = shard_compile_s
+    result["max_abs_difference"] = agreement(executable(x)[0], shard_compiled(x))
+    result["collectives"] = {
+        "pmapc": collectives(executable.loaded.hlo_modules()[0].to_string()),
+        "shard_map": collectives(shard_compiled.as_text()),
+    }
+    return result
+
+
+def agreement(ours, theirs) -> float:
+    ours, theirs = np.asarray(ours), np.asarray(theirs)
+    np.testing.assert_allclose(ours, theirs, rtol=RTOL, atol=ATOL,
+                               err_msg="W4: pmapc and shard_map disagree")
+    return float(np.max(np.abs(ours - theirs)))
+
+
+def collectives(hlo_text: str) -> dict:
+    return hlo_stats.collective_stats(hlo_text, DATA * MODEL).as_dict()
+
+
+def median_of(samples: list):
+    """The element-wise median of equally shaped nested dicts of numbers."""
+    first = samples[0]
+    if isinstance(first, dict):
+        return {key: median_of([s[key] for s in samples]) for key in first}
+    if isinstance(first, float):
+        return statistics.median(samples)
+    return first
+
+
+def fit(counts: list[int], times: list[float]) -> dict:
+    """Least-squares line through (count, seconds), and how close to linear it is."""
+    slope, intercept = np.polyfit(np.array(counts, float), np.array(times, float), 1)
+    points = list(zip(counts, times, strict=True))
+    exponents = [float(np.log(t2 / t1) / np.log(c2 / c1))
+                 for (c1, t1), (c2, t2) in itertools.pairwise(points)]
+    return {"seconds_per_collective": float(slope), "intercept_s": float(intercept),
+            "us_per_collective": [1e6 * t / c for c, t in points],
+            "log_log_exponents": exponents}
+
+
+def run(compiled_counts: list[int], stage_only_counts: list[int], reps: int) -> dict:
+    """W4 at every size: medians over `reps` builds (one build at >= 1000 collectives)."""
+    measure_once(2, compile_xla=True)  # warm JAX's and pmapc's one-time setup
+    sizes = {}
+    for count in [*compiled_counts, *stage_only_counts]:
+        runs = reps if count < 1000 else 1
+        compile_xla = count in compiled_counts
+        samples = [measure_once(count, compile_xla) for _ in range(runs)]
+        sizes[count] = median_of(samples) | {"xla_compiled": compile_xla, "runs": samples}
+    counts = list(sizes)
+    return {
+        "sizes": {str(c): sizes[c] for c in counts},
+        "fit_pmapc_own": fit(counts, [sizes[c]["pmapc"]["own_total_s"] for c in counts]),
+        "fit_shard_map_trace_lower": fit(
+            counts, [sizes[c]["shard_map"]["trace_lower_s"] for c in counts]),
+    }

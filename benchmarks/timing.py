@@ -1,0 +1,81 @@
+"""Interleaved timing: A B A B ... in one process, every result waited for.
+
+Each call is timed from the call to the moment its outputs are ready
+(`jax.block_until_ready`); the time the call took to return (dispatch) is kept
+too. Blocking on every result also keeps XLA's in-process CPU collectives from
+deadlocking, which they do when dozens of collective programs are queued.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import time
+from collections.abc import Callable, Sequence
+
+import jax
+import numpy as np
+
+
+@dataclasses.dataclass
+class CallTime:
+    returned: float  # seconds until the call returned (dispatch)
+    ready: float  # seconds until its outputs were ready (round trip)
+
+
+def timed_call(function: Callable, args: Sequence) -> CallTime:
+    start = time.perf_counter()
+    outputs = function(*args)
+    returned = time.perf_counter()
+    jax.block_until_ready(outputs)
+    ready = time.perf_counter()
+    return CallTime(returned - start, ready - start)
+
+
+@dataclasses.dataclass
+class Interleaved:
+    """Times of several programs run in rounds (one call of each per round)."""
+
+    names: list[str]
+    rounds: list[dict[str, CallTime]]
+
+    def series(self, name: str, field: str = "ready") -> list[float]:
+        return [getattr(row[name], field) for row in self.rounds]
+
+    def ratios(self, name: str, baseline: str, field: str = "ready") -> list[float]:
+        """Per-round ratio name/baseline."""
+        return [getattr(row[name], field) / getattr(row[baseline], field) for row in self.rounds]
+
+    def summary(self, baseline: str, field: str = "ready") -> dict:
+        """Medians per program and the median of per-round ratios against `baseline`."""
+        result = {}
+        for name in self.names:
+            entry = {"median_s": statistics.median(self.series(name, field))}
+            if name != baseline:
+                ratios = self.ratios(name, baseline, field)
+                entry["ratio_median"] = statistics.median(ratios)
+                entry["ratio_p10"], entry["ratio_p90"] = np.percentile(ratios, [10, 90]).tolist()
+            result[name] = entry
+        return result
+
+    def raw(self) -> dict:
+        return {name: {"ready_s": self.series(name, "ready"),
+                       "returned_s": self.series(name, "returned")} for name in self.names}
+
+
+def interleave(calls: dict[str, tuple[Callable, Sequence]], warmup: int,
+               rounds: int) -> Interleaved:
+    """Run every (function, args) once per round, in the given order; drop the warm-ups."""
+    kept = []
+    for index in range(warmup + rounds):
+        row = {name: timed_call(function, args) for name, (function, args) in calls.items()}
+        if index >= warmup:
+            kept.append(row)
+    return Interleaved(list(calls), kept)
+
+
+def seconds(function: Callable, *args) -> tuple[float, object]:
+    """Wall time of one call (no blocking: for tracing and compiling) and its result."""
+    start = time.perf_counter()
+    result = function(*args)
+    return time.perf_counter() - start, result
