@@ -89,9 +89,13 @@ class _Walker:
                                    "must not call themselves")
         if (name, depth) in self.seen:
             return
+        function = self.functions[name]
+        if not function.regions[0].blocks:
+            where = caller if caller is not None else function
+            raise dialect.error_at(where, f"'@{name}' is only declared; give it a body")
         self.seen.add((name, depth))
         self.path.append(name)
-        for op in ir.walk(self.functions[name]):
+        for op in ir.walk(function):
             self.visit_op(op, depth)
         self.path.pop()
 

@@ -1,0 +1,245 @@
+"""The catalog of bad inputs: one test each, checking the exception type (or exit
+code) and the key words of the message — the axis, shape or count at fault and
+the fix — and, for the Python API, the user's own file and line."""
+
+import inspect
+import os
+import pathlib
+import types
+
+import jax
+import numpy as np
+import pytest
+
+import pmapc
+from pmapc.tools.main import main
+
+THIS_FILE = os.path.abspath(__file__)
+X = np.ones((2, 4, 8), np.float32)
+
+
+def raises_at_line(error_type, call, line, *keywords):
+    """Run `call`; check the error's type, that it names THIS_FILE:line, and the keywords."""
+    with pytest.raises(error_type) as info:
+        call()
+    message = str(info.value)
+    assert f"{THIS_FILE}:{line}" in message, message
+    for keyword in keywords:
+        assert keyword in message, f"{keyword!r} not in {message!r}"
+    return message
+
+
+def next_line():
+    """The line after the caller's (where a test puts the statement that errs)."""
+    return inspect.currentframe().f_back.f_lineno + 1
+
+
+def nest(inner_body, **inner_kw):
+    def outer(v):
+        return pmapc.pmap(inner_body, axis_name="model", **inner_kw)(v)
+
+    return pmapc.pmap(outer, axis_name="data")
+
+
+# -- axes ---------------------------------------------------------------------
+
+
+def test_unbound_axis():
+    def body(y):
+        return jax.lax.psum(y, "nope")
+
+    line = inspect.getsourcelines(body)[1] + 1
+    raises_at_line(pmapc.AxisError, lambda: nest(body)(X), line,
+                   "'nope'", "bound axes are 'data', 'model'")
+
+
+def test_axis_named_twice():
+    def body(y):
+        return jax.lax.psum(y, ("data", "data"))
+
+    line = inspect.getsourcelines(body)[1] + 1
+    raises_at_line(pmapc.AxisError, lambda: nest(body)(X), line,
+                   "names axis 'data' twice", "name each axis once")
+
+
+# -- mapped dimensions, in_axes and out_axes -------------------------------------
+
+
+def test_mapped_dimensions_disagree():
+    f = pmapc.pmap(lambda a, b: a + b.sum(), axis_name="data")
+    line = next_line()
+    raises_at_line(pmapc.ShapeError, lambda: f(X, np.ones((3, 2), np.float32)), line,
+                   "args[0] has 2", "args[1] has 3", "same size")
+
+
+def test_axis_size_disagrees_with_arguments():
+    f = pmapc.pmap(lambda a: a, axis_name="data", axis_size=3)
+    line = next_line()
+    raises_at_line(pmapc.ShapeError, lambda: f(X), line, "axis_size=3", "args[0] has 2")
+
+
+def test_in_axes_out_of_range():
+    line = inspect.getsourcelines(nest)[1] + 2  # where nest() calls the inner map
+    raises_at_line(pmapc.ShapeError, lambda: nest(lambda y: y, in_axes=3)(X), line,
+                   "in_axes entry 3", "rank 2", "-2..1")
+
+
+def test_out_axes_out_of_range():
+    line = inspect.getsourcelines(nest)[1] + 2
+    raises_at_line(pmapc.ShapeError, lambda: nest(lambda y: y, out_axes=5)(X), line,
+                   "out_axes entry 5", "-2..1")
+
+
+def test_in_axes_not_matching_argument_tree():
+    f = pmapc.pmap(lambda a, b: a, axis_name="data", in_axes=(0, {"k": 0}))
+    line = next_line()
+    raises_at_line(pmapc.ShapeError, lambda: f(X, X), line,
+                   "in_axes", "does not match", "PyTreeDef((*, *))")
+
+
+def test_in_axes_count_not_matching_arguments():
+    f = pmapc.pmap(lambda a, b: a, axis_name="data", in_axes=(0, 0, 0))
+    line = next_line()
+    raises_at_line(pmapc.ShapeError, lambda: f(X, X), line, "3 entries for 2")
+
+
+def test_no_mapped_argument_and_no_axis_size():
+    f = pmapc.pmap(lambda a: a, axis_name="data", in_axes=None)
+    line = next_line()
+    raises_at_line(pmapc.ShapeError, lambda: f(X), line, "pass axis_size=N")
+
+
+# -- devices ----------------------------------------------------------------------
+
+
+def test_more_devices_than_exist():
+    f = pmapc.pmap(lambda x: pmapc.pmap(lambda y: y, axis_name="j")(x), axis_name="i")
+    line = next_line()
+    raises_at_line(pmapc.DeviceError, lambda: f(np.ones((4, 4), np.float32)), line,
+                   "needs 16 devices", "only 8", "use_host_devices(16)")
+
+
+def test_devices_with_duplicates():
+    f = pmapc.pmap(lambda a: a, axis_name="data", devices=[jax.devices()[0]] * 2)
+    line = next_line()
+    raises_at_line(pmapc.DeviceError, lambda: f(X), line, "lists a device twice")
+
+
+def test_devices_of_mixed_kinds():
+    fake_gpu = types.SimpleNamespace(id=99, platform="gpu")
+    f = pmapc.pmap(lambda a: a, axis_name="data", devices=[jax.devices()[0], fake_gpu])
+    line = next_line()
+    raises_at_line(pmapc.DeviceError, lambda: f(X), line, "mixes platforms", "one kind")
+
+
+def test_devices_count_not_matching_mesh():
+    f = pmapc.pmap(lambda a: a, axis_name="data", devices=jax.devices()[:3])
+    line = next_line()
+    raises_at_line(pmapc.DeviceError, lambda: f(X), line, "needs 2 devices", "lists 3")
+
+
+def test_devices_on_an_inner_map():
+    inner = pmapc.pmap(lambda y: y, axis_name="model", devices=jax.devices()[:4])
+
+    def outer(v):
+        return inner(v)
+
+    line = inspect.getsourcelines(outer)[1] + 1
+    raises_at_line(pmapc.DeviceError, lambda: pmapc.pmap(outer, axis_name="data")(X), line,
+                   "only the outermost map chooses devices")
+
+
+# -- arguments --------------------------------------------------------------------
+
+
+def test_unhashable_static_argument():
+    f = pmapc.pmap(lambda a, s: a, axis_name="data", static_broadcasted_argnums=1)
+    line = next_line()
+    raises_at_line(pmapc.ArgumentError, lambda: f(X, [1, 2]), line, "must be hashable", "tuple")
+
+
+def test_same_buffer_donated_twice():
+    f = pmapc.pmap(lambda a, b: a + b, axis_name="data", donate_argnums=(0, 1))
+    line = next_line()
+    raises_at_line(pmapc.ArgumentError, lambda: f(X, X), line, "donated twice")
+
+
+def test_non_array_leaf():
+    f = pmapc.pmap(lambda a: a, axis_name="data")
+    line = next_line()
+    raises_at_line(pmapc.ArgumentError, lambda: f("hello"), line,
+                   "args[0] is a str", "static_broadcasted_argnums")
+
+
+# -- collective shapes --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "keywords"),
+    [
+        (lambda y: jax.lax.psum_scatter(y[:6], "model", tiled=True), ["6", "divisible", "4"]),
+        (lambda y: jax.lax.all_to_all(y[:6], "model", 0, 0, tiled=True), ["(6)", "divisible"]),
+        (lambda y: jax.lax.all_gather(y, "model", axis=3), ["axis 3", "out of bounds"]),
+        (lambda y: jax.lax.ppermute(y, "model", [(0, 1), (0, 2)]), ["from index 0 twice"]),
+        (lambda y: jax.lax.ppermute(y, "model", [(0, 1), (2, 1)]), ["to index 1 twice"]),
+        (lambda y: jax.lax.ppermute(y, "model", [(0, 5)]), ["index 5", "0..3"]),
+    ],
+    ids=["psum_scatter", "all_to_all", "dimension", "ppermute_source",
+         "ppermute_target", "ppermute_range"],
+)
+def test_collective_shape_errors(body, keywords):
+    line = inspect.getsourcelines(body)[1]
+    raises_at_line(pmapc.ShapeError, lambda: nest(body)(X), line, *keywords)
+
+
+# -- transformations around the outermost map ---------------------------------------
+
+
+@pytest.mark.parametrize("transform", [jax.jit, jax.grad], ids=["jit", "grad"])
+def test_outermost_map_under_a_transformation(transform):
+    f = pmapc.pmap(lambda a: a.sum(), axis_name="data")
+    g = transform(lambda v: f(v).sum())
+    line = inspect.getsourcelines(test_outermost_map_under_a_transformation)[1] + 3
+    raises_at_line(pmapc.PmapcError, lambda: g(X), line,
+                   "inside a JAX transformation", "call it outside the transformation")
+
+
+# -- IR and the command line: a diagnostic on stderr, exit 1, no traceback ------------
+
+EXAMPLE = (pathlib.Path(__file__).parents[2] / "examples" / "nested_2x4.mlir").read_text()
+
+
+@pytest.mark.parametrize(
+    ("text", "keywords"),
+    [
+        ("module { func.func @main( {", ["error:", "expected"]),
+        (EXAMPLE.replace("@pmapc.ppermute", "@pmapc.shuffle"),
+         ["unknown pmapc op 'pmapc.shuffle'"]),
+        (EXAMPLE.replace('axis_name = "model", ', ""), ["missing 'axis_name'"]),
+        (EXAMPLE.replace("axis_size = 4 : i64", 'axis_size = "four"'),
+         ["'axis_size' of 'pmapc.map' must be an integer"]),
+        (EXAMPLE.replace("tiled = true", "tiled = 1 : i64"), ["'tiled'", "must be a boolean"]),
+        (EXAMPLE.replace("called_computations = [@inner]", "called_computations = [@gone]"),
+         ["calls '@gone', which is not a function"]),
+        (EXAMPLE.replace("called_computations = [@inner]", "called_computations = [@outer]"),
+         ["recursive call @outer -> @outer"]),
+        (EXAMPLE.replace("@main", "@start"), ["no entry function '@main'"]),
+    ],
+    ids=["malformed", "unknown_target", "missing_key", "mistyped_size", "mistyped_flag",
+         "missing_callee", "map_calls_itself", "no_main"],
+)
+def test_bad_modules(text, keywords, tmp_path, capsys):
+    path = tmp_path / "bad.mlir"
+    path.write_text(text)
+    assert main(["opt", str(path), "--pmapc-to-stablehlo"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"{path}:"), err
+    assert "Traceback" not in err
+    for keyword in keywords:
+        assert keyword in err
+
+
+def test_unknown_pass(tmp_path, capsys):
+    assert main(["opt", "-", "--pass-pipeline=builtin.module(verify-axes,fly)"]) == 1
+    err = capsys.readouterr().err
+    assert "unknown pass 'fly'" in err and "known passes: verify-axes" in err

@@ -1,0 +1,111 @@
+"""Determinism, threads, memory and un-blocked loops."""
+
+import pathlib
+import resource
+import subprocess
+import sys
+import threading
+
+import jax
+import numpy as np
+
+import pmapc
+from pmapc.tools.main import main
+
+ROOT = pathlib.Path(__file__).parents[2]
+EXAMPLE_IR = ROOT / "examples" / "nested_2x4.mlir"
+
+
+def nested_step():
+    def outer(x):
+        inner = pmapc.pmap(lambda y: jax.lax.psum(y, "model") * 2, axis_name="model")
+        return jax.lax.psum(inner(x), "data")
+
+    return pmapc.pmap(outer, axis_name="data")
+
+
+def expected_step(x):
+    return np.broadcast_to(2 * x.sum(axis=(0, 1)), x.shape)
+
+
+def test_opt_output_is_byte_identical_across_runs(capsys):
+    outputs = []
+    for _ in range(3):
+        assert main(["opt", str(EXAMPLE_IR), "--pmapc-to-stablehlo"]) == 0
+        outputs.append(capsys.readouterr().out)
+    assert outputs[0] == outputs[1] == outputs[2]
+
+
+def test_opt_output_is_byte_identical_across_processes():
+    command = [sys.executable, "-c", "from pmapc.tools.main import entry_point; entry_point()",
+               "opt", str(EXAMPLE_IR), "--pmapc-to-stablehlo"]
+    runs = [subprocess.run(command, capture_output=True, timeout=120, check=True).stdout
+            for _ in range(2)]
+    assert runs[0] == runs[1] and runs[0]
+
+
+def test_traced_ir_is_identical_across_traces():
+    x = np.ones((2, 4, 3), np.float32)
+    texts = [nested_step().lower(x).as_text(stage) for stage in ("pmapc", "stablehlo")
+             for _ in range(2)]
+    assert texts[0] == texts[1] and texts[2] == texts[3]
+
+
+def test_eight_threads_share_one_compilation():
+    step = nested_step()
+    inputs = [np.full((2, 4, 3), i, np.float32) for i in range(8)]
+    results, errors = [None] * 8, []
+
+    def call(i):
+        try:
+            results[i] = np.asarray(step(inputs[i]))
+        except Exception as error:  # reported below with its thread
+            errors.append((i, error))
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=300)
+    assert not errors
+    for i in range(8):
+        np.testing.assert_allclose(results[i], expected_step(inputs[i]))
+    assert len(step._cache) == 1
+
+
+def rss_mib() -> float:
+    """Resident memory now (Linux /proc), in MiB."""
+    with open("/proc/self/statm") as handle:
+        pages = int(handle.read().split()[1])
+    return pages * resource.getpagesize() / 2**20
+
+
+def test_repeated_calls_keep_memory_flat():
+    step = nested_step()
+    x = np.arange(2 * 4 * 256, dtype=np.float32).reshape(2, 4, 256)
+    for _ in range(100):
+        np.asarray(step(x))
+    before = rss_mib()
+    for _ in range(1000):
+        result = step(x)
+    np.testing.assert_allclose(np.asarray(result), expected_step(x))
+    growth = rss_mib() - before
+    print(f"RSS growth over 1000 calls: {growth:.1f} MiB")
+    assert growth < 64, f"RSS grew by {growth:.1f} MiB over 1000 calls"
+
+
+def test_unblocked_loop_of_500_calls_finishes():
+    step = nested_step()
+    x = np.ones((2, 4, 3), np.float32)
+    results = [step(x) for _ in range(500)]  # never waits inside the loop
+    for result in results[-3:]:
+        np.testing.assert_allclose(np.asarray(result), expected_step(x))
+
+
+def test_ir_fuzzing_budget():
+    """The fixed CI budget of scripts/fuzz_ir.py, in a process of its own (a crash is a
+    failure, not the end of the test run)."""
+    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "fuzz_ir.py"),
+                             "--count", "1000"], capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "1000 passed, 0 failed" in result.stdout
