@@ -2,14 +2,11 @@
 
 The body is a Python loop of `count` tiny psums alternating between 'data' and
 'model', each followed by its own scale and add (so nothing folds or CSEs).
-pmapc's stages are timed one by one through its own hooks, mirroring
-`MappedFunction._lower` and `driver.run_pipeline`:
+pmapc's stages are timed by pmapc itself (`Lowered.timings`):
 
-    trace       trace.flatten_call, trace.lower_to_text, trace.to_pmapc_module
-    handoff     print with locations + parse (what `_lower` hands the driver)
-    passes      pipeline.run_passes(driver.default_passes()), each with its verify
-    stage text  the IR printed after every stage (`Lowered.stages`)
-    compile     runtime.Executable: XLA in replica mode
+    trace       the Python function to pmapc IR (JAX's tracing and lowering)
+    passes      each pass of the default pipeline, its verification included
+    compile     `Lowered.compile()`: XLA in replica mode
 
 shard_map: `jax.jit(f).trace(x).lower()` and `.compile()`. Every repetition
 builds fresh functions, so no tracing or compilation cache is hit.
@@ -27,9 +24,6 @@ from jax.sharding import PartitionSpec as P
 
 import hlo_stats
 from compare import ATOL, RTOL
-from pmapc import ir
-from pmapc.compiler import driver, pipeline, runtime
-from pmapc.lowering import trace
 from timing import seconds
 from workloads import mesh_of, nested, shard_map_jit
 
@@ -48,51 +42,22 @@ def chain_body(count: int):
     return body
 
 
-def timed_passes(module) -> tuple[dict[str, float], float]:
-    """Seconds in each pass (with its verify) and in printing the stages, as the driver does."""
-    pass_s: dict[str, float] = {}
-    printing, _ = seconds(ir.print_module, module)  # the 'pmapc' stage
-    clock = [time.perf_counter()]
-
-    def after(pass_, module) -> None:
-        ran = time.perf_counter()
-        pass_s[pass_.name] = pass_s.get(pass_.name, 0.0) + ran - clock[0]
-        ir.print_module(module)
-        clock[0] = time.perf_counter()
-        stage_text_s[0] += clock[0] - ran
-
-    stage_text_s = [printing]
-    pipeline.run_passes(module, driver.default_passes(), after_pass=after)
-    final, _ = seconds(ir.print_module, module)  # the 'stablehlo' stage
-    return pass_s, stage_text_s[0] + final
-
-
 def pmapc_stages(function, args) -> tuple[dict, object]:
-    """Seconds in each of pmapc's own stages (no XLA) and the final module."""
-    spec = function.spec
-    flatten_s, call = seconds(trace.flatten_call, spec, args)
-    lower_s, (text, _) = seconds(trace.lower_to_text, spec, call)
-    module_s, module = seconds(trace.to_pmapc_module, text, spec.name)
-    start = time.perf_counter()
-    module = ir.parse_module(ir.print_module(module, debug_info=True), ir.make_context())
-    handoff_s = time.perf_counter() - start
-    pass_s, stage_text_s = timed_passes(module)
-    trace_s = flatten_s + lower_s + module_s
+    """Seconds in each of pmapc's own stages (no XLA), from `Lowered.timings`."""
+    lowered = function.lower(*args)
+    timings = dict(lowered.timings)
+    trace_s = timings.pop("trace")
     return {
         "trace_s": trace_s,
-        "trace_parts_s": {"flatten_call": flatten_s, "lower_to_text": lower_s,
-                          "to_pmapc_module": module_s},
-        "handoff_s": handoff_s,
-        "passes_s": pass_s,
-        "stage_text_s": stage_text_s,
-        "own_total_s": trace_s + handoff_s + sum(pass_s.values()) + stage_text_s,
-    }, module
+        "passes_s": timings,
+        "own_total_s": trace_s + sum(timings.values()),
+    }, lowered
 
 
 def measure_once(count: int, compile_xla: bool) -> dict:
     """One fresh pmapc and shard_map build of the chain: their stage times."""
     x = np.arange(DATA * MODEL * WIDTH, dtype=np.float32).reshape(DATA, MODEL, WIDTH) / 100
-    pmapc_s, module = pmapc_stages(nested(chain_body(count)), (x,))
+    pmapc_s, lowered = pmapc_stages(nested(chain_body(count)), (x,))
     specs = (P("data", "model"),)
     shard = shard_map_jit(chain_body(count), mesh_of(DATA, MODEL), specs, specs[0])
     start = time.perf_counter()
@@ -101,13 +66,13 @@ def measure_once(count: int, compile_xla: bool) -> dict:
               "shard_map": {"trace_lower_s": time.perf_counter() - start}}
     if not compile_xla:
         return result
-    compile_s, executable = seconds(runtime.Executable, module, jax.devices()[: DATA * MODEL])
+    compile_s, compiled = seconds(lowered.compile)
     shard_compile_s, shard_compiled = seconds(shard_lowered.compile)
     result["pmapc"]["xla_compile_s"] = compile_s
     result["shard_map"]["xla_compile_s"] = shard_compile_s
-    result["max_abs_difference"] = agreement(executable(x)[0], shard_compiled(x))
+    result["max_abs_difference"] = agreement(compiled(x), shard_compiled(x))
     result["collectives"] = {
-        "pmapc": collectives(executable.loaded.hlo_modules()[0].to_string()),
+        "pmapc": collectives(compiled.as_text()),
         "shard_map": collectives(shard_compiled.as_text()),
     }
     return result

@@ -111,15 +111,13 @@ def scaling_table(scaling: dict) -> str:
     rows = []
     for count, size in scaling["sizes"].items():
         ours, theirs = size["pmapc"], size["shard_map"]
-        rows.append([count, f"{ours['trace_s']:.3f}", f"{ours['handoff_s']:.3f}",
-                     f"{sum(ours['passes_s'].values()):.3f}", f"{ours['stage_text_s']:.3f}",
-                     f"{ours['own_total_s']:.3f}",
+        rows.append([count, f"{ours['trace_s']:.3f}",
+                     f"{sum(ours['passes_s'].values()):.3f}", f"{ours['own_total_s']:.3f}",
                      f"{1e6 * ours['own_total_s'] / int(count):.0f}",
                      seconds_or_dash(ours.get("xla_compile_s")),
                      f"{theirs['trace_lower_s']:.3f}", seconds_or_dash(theirs.get("xla_compile_s")),
                      all_reduce_cell(size)])
-    return table(["collectives", "trace s", "handoff s", "passes s", "stage text s",
-                  "pmapc own s", "us/coll", "pmapc XLA s", "sm trace+lower s", "sm XLA s",
+    return table(["collectives", "trace s", "passes s", "pmapc own s", "us/coll", "pmapc XLA s", "sm trace+lower s", "sm XLA s",
                   "all-reduces pm/sm"], rows)
 
 
@@ -145,7 +143,7 @@ def pass_table(scaling: dict) -> str:
 
 def fit_lines(scaling: dict) -> str:
     lines = []
-    for key, label in (("fit_pmapc_own", "pmapc own time (trace..stage text)"),
+    for key, label in (("fit_pmapc_own", "pmapc own time (trace + passes)"),
                        ("fit_shard_map_trace_lower", "shard_map trace+lower")):
         fit = scaling[key]
         per = ", ".join(f"{u:.0f}" for u in fit["us_per_collective"])

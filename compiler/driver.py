@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 
 from pmapc import dialect, ir
 from pmapc.compiler import runtime
@@ -30,28 +31,54 @@ def default_passes() -> list:
 
 @dataclasses.dataclass
 class Compilation:
-    """A module taken through the passes, with the IR text after each stage."""
+    """A module taken through the passes, with what happened on the way.
+
+    `snapshots` holds a copy of the IR after each stage ("pmapc", each pass
+    name) when stages were recorded; `stages` prints them on first use.
+    `timings` has the seconds each pass took, its verification included.
+    """
 
     module: ir.Module
-    stages: dict[str, str]
-    traced_with_locations: str
+    snapshots: dict[str, ir.Operation]
+    timings: dict[str, float]
+    _texts: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def mesh(self) -> Mesh:
         return dialect.read_mesh(self.module) or Mesh((), ())
 
+    @property
+    def stages(self) -> dict[str, str]:
+        """Stage name -> IR text: "pmapc", each pass, and "stablehlo" (the result)."""
+        if not self._texts:
+            for stage, snapshot in self.snapshots.items():
+                self._texts[stage] = snapshot.get_asm()
+            self._texts["stablehlo"] = ir.print_module(self.module)
+        return self._texts
 
-def run_pipeline(pmapc_ir: str, passes: list | None = None) -> Compilation:
-    """Parse pmapc IR text and run the passes; record the IR after each."""
-    module = ir.parse_module(pmapc_ir, ir.make_context())
-    stages = {"pmapc": ir.print_module(module)}
+    def traced_with_locations(self) -> str:
+        """The traced pmapc IR with its locations (the user's files and lines)."""
+        return self.snapshots["pmapc"].get_asm(enable_debug_info=True)
 
-    def record(pass_, module) -> None:
-        stages[pass_.name] = ir.print_module(module)
 
-    run_passes(module, default_passes() if passes is None else passes, after_pass=record)
-    stages["stablehlo"] = ir.print_module(module)
-    return Compilation(module, stages, pmapc_ir)
+def run_pipeline(source: str | ir.Module, passes: list | None = None,
+                 record_stages: bool = False) -> Compilation:
+    """Run the passes (default: the whole pipeline) on pmapc IR, text or module."""
+    module = source if isinstance(source, ir.Module) else ir.parse_module(
+        source, ir.make_context())
+    snapshots = {"pmapc": module.operation.clone(ip=False)} if record_stages else {}
+    timings: dict[str, float] = {}
+    clock = [time.perf_counter()]
+
+    def after(pass_, module) -> None:
+        now = time.perf_counter()
+        timings[pass_.name] = timings.get(pass_.name, 0.0) + now - clock[0]
+        if record_stages:
+            snapshots[pass_.name] = module.operation.clone(ip=False)
+        clock[0] = time.perf_counter()
+
+    run_passes(module, default_passes() if passes is None else passes, after_pass=after)
+    return Compilation(module, snapshots, timings)
 
 
 def compile_for_devices(compilation: Compilation, devices=None, backend=None):

@@ -52,6 +52,11 @@ def lowering_parameters(override_rules) -> _mlir.LoweringParameters:
     return _mlir.LoweringParameters(override_lowering_rules=tuple(override_rules))
 
 
+def stablehlo_module(lowered):
+    """The StableHLO module of a `jax.jit(...).trace(...).lower(...)` result."""
+    return lowered.compiler_ir("stablehlo")
+
+
 def ir_type_of(ctx, aval):
     return _mlir.aval_to_ir_type(ctx.module_context, aval)
 

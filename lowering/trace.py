@@ -210,8 +210,8 @@ def bind(spec: MapSpec, call: MappedCall):
     return outs, out_tree
 
 
-def lower_to_text(spec: MapSpec, call: MappedCall) -> tuple[str, object]:
-    """The pmapc IR of an outermost call (text with locations) and its output tree."""
+def lower_to_module(spec: MapSpec, call: MappedCall):
+    """The pmapc IR of an outermost call, as a module, and its output tree."""
     output = {}
 
     def program(*leaves):
@@ -221,8 +221,9 @@ def lower_to_text(spec: MapSpec, call: MappedCall) -> tuple[str, object]:
     avals = [jax.ShapeDtypeStruct(np.shape(leaf), leaf.dtype) for leaf in call.leaves]
     traced = jax.jit(program).trace(*avals)
     params = jax_api.lowering_parameters(primitives.collective_lowering_rules())
-    lowered = traced.lower(_private_parameters=params)
-    return lowered.as_text(debug_info=True), output["tree"]
+    module = jax_api.stablehlo_module(traced.lower(_private_parameters=params))
+    clean_module(module, spec.name)
+    return module, output["tree"]
 
 
 def symbol_name(name: str) -> str:
@@ -246,8 +247,8 @@ def unbound_axis(name: str) -> AxisError:
     return AxisError(f"axis '{name}' is not bound here; bound axes are {bound}")
 
 
-def to_pmapc_module(text: str, name: str):
-    """Parse JAX's lowering of an outermost call into a clean pmapc-IR module.
+def clean_module(module, name: str) -> None:
+    """Make JAX's lowering of an outermost call a clean pmapc-IR module.
 
     Drops what `jax.jit` adds that pmapc IR does not use (replica counts,
     result-info and sharding attributes) and names the module after the
@@ -255,7 +256,6 @@ def to_pmapc_module(text: str, name: str):
     """
     from pmapc import ir
 
-    module = ir.parse_module(text, ir.make_context())
     with ir.building(module):
         attributes = module.operation.attributes
         attributes["sym_name"] = ir.string_attr(symbol_name(name))
@@ -266,4 +266,3 @@ def to_pmapc_module(text: str, name: str):
             for key in ("arg_attrs", "res_attrs"):
                 if key in function.attributes:
                     del function.attributes[key]
-    return module

@@ -2,10 +2,11 @@
 
 Runs after lower-collectives. In each block, all_reduces with equal
 `replica_groups`, reducer and element type are combined into one variadic
-`stablehlo.all_reduce` placed where the last of them stood, provided no
-result of an earlier one is used before that point (which also rules out one
-feeding another). One collective instead of several: fewer synchronizations
-and launches (the gradient psums of a training step, for example).
+`stablehlo.all_reduce`, provided there is a place for it: after the last of
+their operands is computed and before the first of their results is used
+(which also rules out one feeding another). The combined op goes right after
+that last operand. One collective instead of several: fewer synchronizations
+and launches (the gradient and loss psums of a training step, for example).
 """
 
 from __future__ import annotations
@@ -24,27 +25,25 @@ class CombineAllReducesPass:
 
     def run(self, module: ir.Module) -> bool:
         changed = False
-        for block in all_blocks(module):
-            for group in combinable_groups(block):
+        for ops in all_reduces_by_block(module):
+            for group in combinable_groups(ops):
                 combine(group)
                 changed = True
         return changed
 
 
-def all_blocks(module: ir.Module) -> list[ir.Block]:
-    blocks = []
+def all_reduces_by_block(module: ir.Module) -> list[list[ir.Operation]]:
+    """The all_reduces of each block that holds two or more, in program order."""
+    by_block: dict[ir.Block, list[ir.Operation]] = {}
     for function in ir.functions(module).values():
-        for op in [function, *ir.walk(function)]:
-            for region in op.regions:
-                blocks.extend(region.blocks)
-    return blocks
+        for op in ir.walk_named(function, "stablehlo.all_reduce"):
+            by_block.setdefault(op.block, []).append(op)
+    return [ops for ops in by_block.values() if len(ops) > 1]
 
 
 def reduction_key(op: ir.Operation):
-    """What must match for two all_reduces to combine, or None if `op` is not one."""
-    if op.name != "stablehlo.all_reduce" or len(op.operands) != 1:
-        return None
-    if "channel_handle" in op.attributes:
+    """What must match for two all_reduces to combine, or None if `op` cannot."""
+    if len(op.operands) != 1 or "channel_handle" in op.attributes:
         return None
     reducer = [o.name for o in op.regions[0].blocks[0].operations]
     if len(reducer) != 2 or reducer[0] not in hlo.REDUCER_OPS.values():
@@ -53,50 +52,86 @@ def reduction_key(op: ir.Operation):
     return str(op.attributes["replica_groups"]), tuple(reducer), element
 
 
-def combinable_groups(block: ir.Block) -> list[list[ir.Operation]]:
-    """Groups of 2+ all_reduces of one key whose earlier results are unused before the last."""
-    ops = [op.operation for op in block.operations]
-    position = {op: i for i, op in enumerate(ops)}
-    open_groups: dict[object, list[ir.Operation]] = {}
+# Positions in a block are ops of that block; None before the first op
+# (operands defined outside) or after the last (results not used in it).
+
+
+def _before(a: ir.Operation | None, b: ir.Operation | None) -> bool:
+    """Whether position `a` (a definition) comes strictly before position `b` (a use)."""
+    if a is None or b is None:
+        return True
+    return a.is_before_in_block(b)
+
+
+def _later(a, b):
+    return b if a is None or (b is not None and a.is_before_in_block(b)) else a
+
+
+def _earlier(a, b):
+    return b if a is None or (b is not None and b.is_before_in_block(a)) else a
+
+
+def _in_block(op: ir.Operation | None, block: ir.Block) -> ir.Operation | None:
+    """`op`, or its ancestor that stands in `block` (None if there is none)."""
+    while op is not None and op.block != block:
+        parent = op.parent
+        op = parent.operation if parent is not None and parent.name != "func.func" else None
+    return op
+
+
+@dataclasses.dataclass
+class _Group:
+    """All_reduces that can become one: every operand is ready at `last_def`, no result
+    is used before `first_use`; the combined op goes right after `last_def`."""
+
+    members: list[ir.Operation]
+    last_def: ir.Operation | None
+    first_use: ir.Operation | None
+
+    def admits(self, last_def, first_use) -> bool:
+        return _before(_later(self.last_def, last_def), _earlier(self.first_use, first_use))
+
+
+def combinable_groups(ops: list[ir.Operation]) -> list[_Group]:
+    """Groups of 2+ all_reduces of one key (from one block) that can stand together."""
+    block = ops[0].block
+    open_groups: dict[object, _Group] = {}
     done = []
     for op in ops:
         key = reduction_key(op)
         if key is None:
             continue
-        group = open_groups.get(key, [])
-        if group and not all(first_use(member, position) > position[op] for member in group):
-            if len(group) > 1:
-                done.append(group)
-            group = []
-        open_groups[key] = [*group, op]
-    done.extend(group for group in open_groups.values() if len(group) > 1)
+        last_def = _in_block(ir.value_owner_op(op.operands[0]), block)
+        first_use = None
+        for user, _ in ir.uses_of(op.results[0]):
+            first_use = _earlier(first_use, _in_block(user, block))
+        group = open_groups.get(key)
+        if group is not None and group.admits(last_def, first_use):
+            group.members.append(op)
+            group.last_def = _later(group.last_def, last_def)
+            group.first_use = _earlier(group.first_use, first_use)
+            continue
+        if group is not None and len(group.members) > 1:
+            done.append(group)
+        open_groups[key] = _Group([op], last_def, first_use)
+    done.extend(group for group in open_groups.values() if len(group.members) > 1)
     return done
 
 
-def first_use(op: ir.Operation, position: dict) -> int:
-    """The block position of the earliest user of `op`'s results (users nested in ops count
-    at their enclosing op); -1 when a user is elsewhere."""
-    earliest = len(position)
-    for result in op.results:
-        for user, _ in ir.uses_of(result):
-            while user is not None and user not in position:
-                user = user.parent.operation if user.parent is not None else None
-            if user is None:
-                return -1
-            earliest = min(earliest, position[user])
-    return earliest
-
-
-def combine(group: list[ir.Operation]) -> None:
-    last = group[-1]
-    operands = [op.operands[0] for op in group]
-    attributes = {"replica_groups": last.attributes["replica_groups"]}
-    loc = ir.fused_loc([op.location for op in group])
+def combine(group: _Group) -> None:
+    members = group.members
+    operands = [op.operands[0] for op in members]
+    attributes = {"replica_groups": members[-1].attributes["replica_groups"]}
+    loc = ir.fused_loc([op.location for op in members])
     combined = ir.create_op("stablehlo.all_reduce", operands, [v.type for v in operands],
-                            attributes, loc=loc, ip=ir.InsertionPoint(last), regions=1)
-    reducer = last.regions[0].blocks[0].operations[0].operation
+                            attributes, loc=loc, ip=ir.InsertionPoint(members[0]), regions=1)
+    if group.last_def is not None:
+        combined.move_after(group.last_def)
+    else:
+        combined.move_before(members[0].block.operations[0])
+    reducer = members[-1].regions[0].blocks[0].operations[0].operation
     kind = {v: k for k, v in hlo.REDUCER_OPS.items()}[reducer.name]
     hlo.build_reducer(combined.regions[0], ir.element_type_of(operands[0].type), kind, loc=loc)
-    for op, result in zip(group, combined.results):
+    for op, result in zip(members, combined.results):
         op.results[0].replace_all_uses_with(result)
         op.erase()

@@ -63,7 +63,7 @@ class _Flattener:
     def run(self) -> None:
         if self.split_entry:
             self.split_entry_arguments()
-        self.scan(self.main, depth=0, include_self=False)
+        self.scan(self.main, depth=0)
         while self.worklist:
             op, depth = self.worklist.popleft()
             if dialect.is_map(op):
@@ -75,15 +75,16 @@ class _Flattener:
 
     # -- scanning ------------------------------------------------------------
 
-    def scan(self, root: ir.Operation, depth: int, include_self: bool = True) -> None:
-        """Queue the maps and calls in `root` and resolve its collectives' axes."""
-        ops = [root, *ir.walk(root)] if include_self else list(ir.walk(root))
-        for op in ops:
+    def scan(self, root: ir.Operation, depth: int) -> None:
+        """Queue the maps and calls inside `root` and resolve its collectives' axes."""
+        custom_calls, calls = ir.walk_custom_calls_and_calls(root)
+        for op in custom_calls:
             if dialect.is_map(op):
                 self.worklist.append((op, depth))
             elif dialect.is_collective(op):
                 self.resolve_axes(op, depth)
-            elif op.name == "func.call" and self.needs_inlining(ir.callee_of(op)):
+        for op in calls:
+            if self.needs_inlining(ir.callee_of(op)):
                 self.worklist.append((op, depth))
 
     def resolve_axes(self, op: ir.Operation, depth: int) -> None:
@@ -103,10 +104,11 @@ class _Flattener:
         if name not in self.inline_memo:
             self.inline_memo[name] = False
             function = self.functions.get(name)
-            self.inline_memo[name] = function is not None and any(
-                dialect.is_pmapc_op(op)
-                or (op.name == "func.call" and self.needs_inlining(ir.callee_of(op)))
-                for op in ir.walk(function)
+            custom_calls, calls = (ir.walk_custom_calls_and_calls(function)
+                                   if function is not None else ([], []))
+            self.inline_memo[name] = (
+                any(dialect.is_pmapc_op(op) for op in custom_calls)
+                or any(self.needs_inlining(ir.callee_of(op)) for op in calls)
             )
         return self.inline_memo[name]
 
@@ -120,34 +122,36 @@ class _Flattener:
             self.slice_operand(operand, in_axis, axis, ip=ip, loc=loc)
             for operand, in_axis in zip(op.operands, view.in_axes)
         ]
-        body_results = self.clone_body(self.functions[view.callee], args, depth + 1, ip)
+        body_results = self.inline_body(self.functions[view.callee], args, depth + 1, op)
         for result, value, out_axis in zip(op.results, body_results, view.out_axes):
             self.replace_map_result(result, value, out_axis, axis, depth, ip=ip, loc=loc)
         op.erase()
 
     def inline_call(self, op: ir.Operation, depth: int) -> None:
         callee = self.functions[ir.callee_of(op)]
-        results = self.clone_body(callee, list(op.operands), depth, ir.InsertionPoint(op))
+        results = self.inline_body(callee, list(op.operands), depth, op)
         for result, value in zip(op.results, results):
             result.replace_all_uses_with(value)
         op.erase()
 
-    def clone_body(self, function, args, depth, ip) -> list[ir.Value]:
-        """Clone `function`'s body before `ip` with `args` for its arguments."""
-        block = ir.function_entry_block(function)
-        mapping: dict[ir.Value, ir.Value] = dict(zip(block.arguments, args))
-        for op in block.operations:
-            op = op.operation
-            if op.name == "func.return":
-                return [mapping.get(value, value) for value in op.operands]
-            clone = op.clone(ip=ip)
-            for nested in [clone, *ir.walk(clone)]:
-                for index, operand in enumerate(nested.operands):
-                    if operand in mapping:
-                        nested.operands[index] = mapping[operand]
-            mapping.update(zip(op.results, clone.results))
-            self.scan(clone, depth)
-        raise AssertionError(f"function without func.return: {function}")
+    def inline_body(self, function, args, depth, site: ir.Operation) -> list[ir.Value]:
+        """Put a copy of `function`'s body before `site`, with `args` for its arguments.
+
+        The copy is made whole (one native clone) and its ops are moved out, so
+        no op is visited twice in Python; its maps, calls and collectives are
+        scanned at `depth` first.
+        """
+        copy = ir.detached_clone(function)
+        block = ir.function_entry_block(copy)
+        for argument, value in zip(block.arguments, args):
+            argument.replace_all_uses_with(value)
+        self.scan(copy, depth)
+        ops = [op.operation for op in block.operations]
+        results = list(ops[-1].operands)  # func.return's
+        for op in ops[:-1]:
+            op.move_before(site)
+        copy.erase()
+        return results
 
     # -- slices and gathers --------------------------------------------------
 
@@ -243,9 +247,7 @@ class _Flattener:
             if name in reachable or name not in self.functions:
                 continue
             reachable.add(name)
-            pending.extend(
-                ir.callee_of(op) for op in ir.walk(self.functions[name]) if op.name == "func.call"
-            )
+            pending.extend(ir.callee_of(op) for op in ir.walk_calls(self.functions[name]))
         for name, function in self.functions.items():
             if name not in reachable:
                 function.erase()

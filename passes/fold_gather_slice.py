@@ -23,8 +23,8 @@ class FoldGatherSlicePass:
     name: ClassVar[str] = "fold-gather-slice"
 
     def run(self, module: ir.Module) -> bool:
-        slices = [op for f in ir.functions(module).values() for op in ir.walk(f)
-                  if op.name == "stablehlo.dynamic_slice"]
+        slices = [op for f in ir.functions(module).values()
+                  for op in ir.walk_named(f, "stablehlo.dynamic_slice")]
         changed = False
         for op in slices:
             changed |= fold(op)

@@ -30,7 +30,7 @@ class LowerCollectivesPass:
     name: ClassVar[str] = "lower-collectives"
 
     def run(self, module: ir.Module) -> bool:
-        ops = [op for f in ir.functions(module).values() for op in ir.walk(f)
+        ops = [op for f in ir.functions(module).values() for op in ir.walk_custom_calls(f)
                if dialect.is_pmapc_op(op)]
         mesh = dialect.read_mesh(module) or Mesh((), ())
         lowering = _Lowering(mesh)
@@ -48,6 +48,7 @@ class _Lowering:
         # Values computed once per function: the replica id, and axis indices by axes.
         self.entry_values: dict[object, ir.Value] = {}
         self.anchors: dict[ir.Operation, ir.Operation] = {}
+        self.group_attrs: dict[tuple[str, ...], ir.Attribute] = {}
 
     def lower(self, op: ir.Operation) -> None:
         if dialect.is_map(op):
@@ -73,7 +74,10 @@ class _Lowering:
                                    f"{list(view.axes)}; name each axis once")
 
     def groups(self, view: dialect.CollectiveView) -> ir.Attribute:
-        return hlo.groups_attr(replica_groups_for(self.mesh, view.axes))
+        if view.axes not in self.group_attrs:
+            groups = replica_groups_for(self.mesh, view.axes)
+            self.group_attrs[view.axes] = hlo.groups_attr(groups)
+        return self.group_attrs[view.axes]
 
     # -- one rule per kind ---------------------------------------------------
 

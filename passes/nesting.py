@@ -95,20 +95,20 @@ class _Walker:
             raise dialect.error_at(where, f"'@{name}' is only declared; give it a body")
         self.seen.add((name, depth))
         self.path.append(name)
-        for op in ir.walk(function):
-            self.visit_op(op, depth)
-        self.path.pop()
-
-    def visit_op(self, op: ir.Operation, depth: int) -> None:
-        if dialect.is_map(op):
-            self.visit_map(op, depth)
-        elif dialect.is_collective(op):
-            dialect.read_collective(op)
-            self.visit(op, depth, self.nesting)
-        elif op.name == "func.call":
+        custom_calls, calls = ir.walk_custom_calls_and_calls(function)
+        for op in custom_calls:
+            self.visit_custom_call(op, depth)
+        for op in calls:
             callee = ir.callee_of(op)
             if callee in self.functions:
                 self.visit_function(callee, depth, op)
+        self.path.pop()
+
+    def visit_custom_call(self, op: ir.Operation, depth: int) -> None:
+        if dialect.is_map(op):
+            self.visit_map(op, depth)
+        elif dialect.is_collective(op):
+            self.visit(op, depth, self.nesting)
 
     def visit_map(self, op: ir.Operation, depth: int) -> None:
         view = dialect.read_map(op)

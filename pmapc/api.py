@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import threading
+import time
 from collections.abc import Callable, Sequence
 
 import jax
@@ -100,7 +101,7 @@ class MappedFunction:
             raise PmapcError("'.lower()' is for the outermost pmapc.pmap function; call "
                              "inner ones directly inside the outer body")
         call = self._flatten(args)
-        return self._lower(call)
+        return self._lower(call, record_stages=True)
 
     # -- nested ----------------------------------------------------------------
 
@@ -136,7 +137,7 @@ class MappedFunction:
             with self._lock:
                 compiled = self._cache.get(key)
                 if compiled is None:
-                    compiled = self._lower(call).compile()
+                    compiled = self._lower(call, record_stages=False).compile()
                     self._cache[key] = compiled
         return compiled
 
@@ -152,13 +153,15 @@ class MappedFunction:
                 "another hashable value")) from None
         return call.in_tree, avals, static
 
-    def _lower(self, call: trace.MappedCall) -> Lowered:
-        text, out_tree = self._traced(trace.lower_to_text, call)
-        module = trace.to_pmapc_module(text, self.spec.name)
+    def _lower(self, call: trace.MappedCall, record_stages: bool) -> Lowered:
+        start = time.perf_counter()
+        module, out_tree = self._traced(trace.lower_to_module, call)
+        traced = time.perf_counter()
         try:
-            compilation = driver.run_pipeline(ir.print_module(module, debug_info=True))
+            compilation = driver.run_pipeline(module, record_stages=record_stages)
         except DiagnosticError as error:
             raise typed_error(error) from None
+        compilation.timings = {"trace": traced - start, **compilation.timings}
         return Lowered(compilation, out_tree, self.devices, self.backend)
 
     def _traced(self, step, call):
@@ -211,6 +214,11 @@ class Lowered:
     def stages(self) -> dict[str, str]:
         """Stage name ('pmapc', each pass name, 'stablehlo') -> IR text."""
         return self.compilation.stages
+
+    @property
+    def timings(self) -> dict[str, float]:
+        """Seconds spent tracing ('trace') and in each pass (its verification included)."""
+        return self.compilation.timings
 
     def as_text(self, stage: str = "stablehlo") -> str:
         if stage not in self.stages:

@@ -16,6 +16,8 @@ import numpy as np
 from jax.interpreters import mlir as _jax_mlir
 from jaxlib.mlir import ir
 from jaxlib.mlir import passmanager as _passmanager
+from jaxlib.mlir.dialects import func as _func
+from jaxlib.mlir.dialects import stablehlo as _stablehlo
 
 from pmapc.errors import Diagnostic, DiagnosticError, SourceLoc
 
@@ -30,6 +32,14 @@ InsertionPoint = ir.InsertionPoint
 MLIRError = ir.MLIRError
 
 _FILE_LINE_COL = re.compile(r'"([^"]*)":(\d+):(\d+)')
+
+_OP_CLASSES = {
+    "stablehlo.custom_call": _stablehlo.CustomCallOp,
+    "stablehlo.all_reduce": _stablehlo.AllReduceOp,
+    "stablehlo.dynamic_slice": _stablehlo.DynamicSliceOp,
+    "stablehlo.reshape": _stablehlo.ReshapeOp,
+    "func.call": _func.CallOp,
+}
 
 
 def make_context() -> ir.Context:
@@ -340,16 +350,62 @@ def add_block(region: ir.Region, arg_types: Sequence[ir.Type]) -> ir.Block:
     return ir.Block.create_at_start(region, list(arg_types))
 
 
-def walk(op: ir.Operation) -> Iterator[ir.Operation]:
-    """Every op nested inside `op` (not `op` itself), in pre-order, collected first."""
-    collected: list[ir.Operation] = []
-    for region in op.regions:
-        for block in region.blocks:
-            for child in block.operations:
-                child = child.operation
-                collected.append(child)
-                collected.extend(walk(child))
-    return iter(collected)
+def walk(op: ir.Operation, op_class: type | None = None) -> list[ir.Operation]:
+    """Every op nested inside `op` (not `op` itself), in pre-order, collected first.
+
+    `op_class` (e.g. CUSTOM_CALL_CLASS) keeps only ops of that class; MLIR
+    filters them natively, which is much faster than filtering in Python.
+    """
+    found: list[ir.Operation] = []
+
+    def visit(nested: ir.Operation) -> ir.WalkResult:
+        found.append(nested)
+        return ir.WalkResult.ADVANCE
+
+    op.walk(visit, ir.WalkOrder.PRE_ORDER, op_class)
+    if found and found[0] == op:
+        found.pop(0)
+    return found
+
+
+def walk_custom_calls(op: ir.Operation) -> list[ir.Operation]:
+    """The stablehlo.custom_call ops nested in `op` (pmapc's maps and collectives)."""
+    return walk(op, _stablehlo.CustomCallOp)
+
+
+def walk_calls(op: ir.Operation) -> list[ir.Operation]:
+    """The func.call ops nested in `op`."""
+    return walk(op, _func.CallOp)
+
+
+def walk_custom_calls_and_calls(op: ir.Operation) -> tuple[list, list]:
+    """(custom_calls, func.calls) nested in `op`, found in one walk."""
+    custom_calls: list[ir.Operation] = []
+    calls: list[ir.Operation] = []
+
+    def visit(nested: ir.Operation) -> ir.WalkResult:
+        name = nested.name
+        if name == "stablehlo.custom_call":
+            custom_calls.append(nested)
+        elif name == "func.call":
+            calls.append(nested)
+        return ir.WalkResult.ADVANCE
+
+    op.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return custom_calls, calls
+
+
+def walk_named(op: ir.Operation, name: str) -> list[ir.Operation]:
+    """The ops named `name` (e.g. "stablehlo.all_reduce") nested in `op`."""
+    op_class = _OP_CLASSES.get(name)
+    if op_class is not None:
+        return walk(op, op_class)
+    return [nested for nested in walk(op) if nested.name == name]
+
+
+def detached_clone(op: ir.Operation) -> ir.Operation:
+    """A deep copy of `op` outside any block."""
+    return op.clone(ip=False)
 
 
 def functions(module: ir.Module) -> dict[str, ir.Operation]:
@@ -405,7 +461,7 @@ def value_owner_op(value: ir.Value) -> ir.Operation | None:
     """The op that defines `value`, or None for a block argument."""
     if isinstance(value, ir.BlockArgument):
         return None
-    return ir.OpResult(value).owner
+    return ir.OpResult(value).owner.operation
 
 
 def is_block_argument(value: ir.Value) -> bool:

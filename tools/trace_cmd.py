@@ -54,7 +54,7 @@ def emit(lowered, stage: str, debug_info: bool) -> str:
     from pmapc import ir
 
     if debug_info and stage == "pmapc":
-        return lowered.compilation.traced_with_locations
+        return lowered.compilation.traced_with_locations()
     names = {"spmd": "stablehlo"}
     stage = names.get(stage, stage)
     if stage not in lowered.stages:

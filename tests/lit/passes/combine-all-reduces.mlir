@@ -74,12 +74,39 @@ func.func @different_keys_stay(%x: tensor<4xf32>, %i: tensor<4xi32>) -> (tensor<
 
 // -----
 
-// A use of the first result between the two keeps them apart.
-// CHECK-LABEL: func.func @used_in_between_stays
+// The first result is used before the second operand is computed: there is
+// no place for a combined op, so they stay apart.
+// CHECK-LABEL: func.func @no_room_stays
 // CHECK: "stablehlo.all_reduce"(%{{.*}}) <{
 // CHECK: stablehlo.negate
+// CHECK: stablehlo.multiply
 // CHECK: "stablehlo.all_reduce"(%{{.*}}) <{
-func.func @used_in_between_stays(%x: tensor<4xf32>, %y: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+func.func @no_room_stays(%x: tensor<4xf32>, %y: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %0 = "stablehlo.all_reduce"(%x) ({
+  ^bb0(%l: tensor<f32>, %r: tensor<f32>):
+    %s = stablehlo.add %l, %r : tensor<f32>
+    stablehlo.return %s : tensor<f32>
+  }) {replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>} : (tensor<4xf32>) -> tensor<4xf32>
+  %n = stablehlo.negate %0 : tensor<4xf32>
+  %m = stablehlo.multiply %y, %y : tensor<4xf32>
+  %1 = "stablehlo.all_reduce"(%m) ({
+  ^bb0(%l: tensor<f32>, %r: tensor<f32>):
+    %s = stablehlo.add %l, %r : tensor<f32>
+    stablehlo.return %s : tensor<f32>
+  }) {replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>} : (tensor<4xf32>) -> tensor<4xf32>
+  return %n, %1 : tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
+// The first result is used before the second all_reduce, but the second
+// operand is ready earlier: both move up to where their operands are ready
+// (a loss psum joining the gradient psums).
+// CHECK-LABEL: func.func @combined_before_first_use
+// CHECK: %[[R:.*]]:2 = "stablehlo.all_reduce"(%arg0, %arg1)
+// CHECK: stablehlo.negate %[[R]]#0
+// CHECK-NOT: stablehlo.all_reduce
+func.func @combined_before_first_use(%x: tensor<4xf32>, %y: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
   %0 = "stablehlo.all_reduce"(%x) ({
   ^bb0(%l: tensor<f32>, %r: tensor<f32>):
     %s = stablehlo.add %l, %r : tensor<f32>
