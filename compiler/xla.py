@@ -13,6 +13,8 @@ import jax
 import jax.extend.backend
 import numpy as np
 from jax._src import compiler as _jax_compiler
+from jax._src import core as _core
+from jax._src.interpreters import pxla as _pxla
 from jax._src.lib import xla_client as _xla_client
 
 from pmapc import ir
@@ -38,10 +40,24 @@ def compile_replicated(module: ir.Module, devices: Sequence[jax.Device]):
     )
 
 
-def execute(executable, arguments: Sequence[jax.Array]) -> list[list[jax.Array]]:
-    """Run with one global array per argument; per result, its per-device arrays."""
+def place(values: Sequence, shardings: Sequence[jax.sharding.Sharding]) -> list[jax.Array]:
+    """Global arrays laid out by `shardings`; arrays already laid out so are reused."""
+    count = len(values)
+    copy = [_xla_client.ArrayCopySemantics.REUSE_INPUT] * count
+    return list(_pxla.shard_args(list(shardings), [None] * count, copy, list(values)))
+
+
+def result_handlers(signatures) -> list:
+    """Handlers that turn one result's per-device buffers into a global jax.Array;
+    `signatures` are (shape, dtype, sharding) per result."""
+    return [_pxla.global_aval_to_result_handler(_core.ShapedArray(shape, dtype), sharding, True)
+            for shape, dtype, sharding in signatures]
+
+
+def execute(executable, arguments: Sequence[jax.Array], handlers: list) -> list[jax.Array]:
+    """Run with one global array per argument; the global results."""
     results = executable.execute_sharded(list(arguments))
-    return results.disassemble_into_single_device_arrays()
+    return results.consume_with_handlers(handlers)
 
 
 def hlo_text(executable) -> str:

@@ -91,9 +91,11 @@ class MappedFunction:
     def __call__(self, *args):
         if trace.enclosing_axes():
             return self._call_nested(args)
-        call = self._flatten(args)
-        compiled = self._compiled_for(call)
-        return compiled.run(call.leaves)
+        key, leaves = self._signature_of(args)
+        compiled = self._cache.get(key) if key is not None else None
+        if compiled is None:
+            compiled = self._compile_for(args, key)
+        return compiled.run(leaves)
 
     def lower(self, *args) -> Lowered:
         """Trace and run the passes: the IR of every stage, ready to `.compile()`."""
@@ -130,28 +132,45 @@ class MappedFunction:
                 "transformation into the mapped function"))
         return call
 
-    def _compiled_for(self, call: trace.MappedCall) -> Compiled:
-        key = self._cache_key(call)
-        compiled = self._cache.get(key)
-        if compiled is None:
-            with self._lock:
-                compiled = self._cache.get(key)
-                if compiled is None:
-                    compiled = self._lower(call, record_stages=False).compile()
-                    self._cache[key] = compiled
-        return compiled
+    def _signature_of(self, args) -> tuple[object, list]:
+        """(cache key, leaves) of a call: argument structure, leaf types, shapes and
+        dtypes, and static arguments (key None when a static argument is unhashable).
 
-    def _cache_key(self, call: trace.MappedCall):
-        avals = tuple((np.shape(x), str(x.dtype)) for x in call.leaves)
+        This is all a warm call computes before running: the full checks of
+        `_flatten` run only when a key is new.
+        """
+        statics = self.spec.static_argnums
+        dynamic = tuple(a for i, a in enumerate(args) if i not in statics) if statics else args
+        static = tuple(args[i] for i in statics if i < len(args))
+        leaves, tree = jax.tree_util.tree_flatten(dynamic)
+        if self.donate_argnums:
+            try:
+                check_donations(self.donate_argnums, args)
+            except PmapcError as error:
+                raise at_user_call_site(error) from None
+        key = (tree, tuple((type(x), getattr(x, "shape", None), getattr(x, "dtype", None))
+                           for x in leaves), static)
         try:
-            static = tuple(sorted(call.static_args.items()))
-            hash(static)
+            hash(key)
         except TypeError:
-            raise at_user_call_site(ArgumentError(
-                "static_broadcasted_argnums arguments must be hashable, got "
-                f"{[type(v).__name__ for v in call.static_args.values()]}; pass a tuple or "
-                "another hashable value")) from None
-        return call.in_tree, avals, static
+            return None, leaves
+        return key, leaves
+
+    def _compile_for(self, args, key) -> Compiled:
+        """Check the call, trace, run the passes and compile (once per key)."""
+        with self._lock:
+            compiled = self._cache.get(key) if key is not None else None
+            if compiled is not None:
+                return compiled
+            call = self._flatten(args)
+            if key is None:
+                raise at_user_call_site(ArgumentError(
+                    "static_broadcasted_argnums arguments must be hashable, got "
+                    f"{[type(v).__name__ for v in call.static_args.values()]}; pass a tuple "
+                    "or another hashable value"))
+            compiled = self._lower(call, record_stages=False).compile()
+            self._cache[key] = compiled
+            return compiled
 
     def _lower(self, call: trace.MappedCall, record_stages: bool) -> Lowered:
         start = time.perf_counter()
@@ -242,11 +261,14 @@ class Compiled:
         self.out_tree = out_tree
 
     def __call__(self, *args):
-        leaves = jax.tree_util.tree_leaves(args)
-        return self.run([trace.as_device_value(x) for x in leaves])
+        """Call with the (non-static) arguments of the signature this was compiled for."""
+        leaves = [trace.as_device_value(x) for x in jax.tree_util.tree_leaves(args)]
+        outputs = self.executable(*leaves)
+        return jax.tree_util.tree_unflatten(self.out_tree, outputs)
 
     def run(self, leaves):
-        outputs = self.executable(*leaves)
+        """Run on the flattened arguments of a call whose signature compiled this."""
+        outputs = self.executable.run(leaves)
         return jax.tree_util.tree_unflatten(self.out_tree, outputs)
 
     def as_text(self) -> str:
