@@ -7,6 +7,11 @@ not exchange anything: @main returns each device's own block, its
 `pmapc.split` names the inner axis on that dimension, and the runtime
 assembles the global array from the blocks. The gather stays only for other
 users. Repeats until nothing changes, so 3-deep nests return fully split.
+
+To reach the results, a gather first moves below elementwise ops whose other
+operands are the same everywhere (a scalar broadcast or a splat constant):
+`all_gather(x) * 0.5` becomes `all_gather(x * 0.5)`, which also computes on
+one block instead of the whole stack.
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ class SinkGathersPass:
         block = ir.function_entry_block(main)
         returned = [op for op in block.operations if op.name == "func.return"][0].operation
         changed = False
+        for op in [op.operation for op in block.operations]:
+            changed |= push_below_elementwise(op)
         progress = True
         while progress:
             progress = False
@@ -65,3 +72,58 @@ def sink_result(main, returned: ir.Operation, index: int) -> bool:
     patterns.erase_unused_reshapes(value)
     patterns.erase_if_unused(gather)
     return True
+
+
+ELEMENTWISE = {f"stablehlo.{name}" for name in (
+    "add subtract multiply divide maximum minimum power remainder and or xor atan2 compare "
+    "negate abs exponential exponential_minus_one log log_plus_one sqrt rsqrt cbrt tanh "
+    "logistic convert sine cosine tan floor ceil sign not round_nearest_even "
+    "round_nearest_afz is_finite").split()}
+
+
+def push_below_elementwise(op: ir.Operation) -> bool:
+    """`f(all_gather(x), uniform...)` -> `all_gather(f(x, uniform...))`."""
+    if op.name not in ELEMENTWISE:
+        return False
+    gathered = [i for i, v in enumerate(op.operands) if patterns.untiled_gather(v)]
+    if len(gathered) != 1 or len(list(op.operands[gathered[0]].uses)) != 1:
+        return False
+    others = [v for i, v in enumerate(op.operands) if i != gathered[0]]
+    if not all(is_uniform(v) for v in others):
+        return False
+    gather, axis, dim = patterns.untiled_gather(op.operands[gathered[0]])
+    block = gather.operands[0]
+    ip, loc = ir.InsertionPoint(op), op.location
+    operands = [block if i == gathered[0] else uniform_like(v, block, ip=ip, loc=loc)
+                for i, v in enumerate(op.operands)]
+    result_type = ir.tensor_type(ir.shape_of(block.type), ir.element_type_of(op.results[0].type))
+    attributes = {named.name: named.attr for named in op.attributes}
+    local = ir.create_op(op.name, operands, [result_type], attributes, loc=loc, ip=ip)
+    stacked = dialect.create_collective("all_gather", [local.result], [op.results[0].type],
+                                        [axis], loc=gather.location, ip=ip,
+                                        all_gather_dimension=dim, tiled=False)
+    op.results[0].replace_all_uses_with(stacked.result)
+    op.erase()
+    gather.erase()
+    return True
+
+
+def is_uniform(value: ir.Value) -> bool:
+    """Whether `value` is a scalar broadcast or a splat constant (equal everywhere)."""
+    producer = patterns.defining_op(value)
+    if producer is None:
+        return False
+    if producer.name == "stablehlo.broadcast_in_dim":
+        return not ir.shape_of(producer.operands[0].type)
+    return producer.name == "stablehlo.constant" and (
+        ir.splat_value(producer.attributes["value"]) is not None)
+
+
+def uniform_like(value: ir.Value, block: ir.Value, *, ip, loc) -> ir.Value:
+    """A uniform `value` (see is_uniform) shaped like `block`."""
+    producer = patterns.defining_op(value)
+    result_type = ir.tensor_type(ir.shape_of(block.type), ir.element_type_of(value.type))
+    if producer.name == "stablehlo.broadcast_in_dim":
+        return hlo.broadcast_scalar(producer.operands[0], result_type, loc=loc, ip=ip)
+    splat = ir.splat_value(producer.attributes["value"])
+    return hlo.constant(ir.splat_attr(result_type, splat), result_type, loc=loc, ip=ip)

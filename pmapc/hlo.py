@@ -114,3 +114,9 @@ def reduce_dims(value: ir.Value, dims: Sequence[int], kind: str, *, loc, ip) -> 
                       loc=loc, ip=ip, regions=1)
     build_reducer(op.regions[0], element_type, kind, loc=loc)
     return op.result
+
+
+def broadcast_scalar(scalar: ir.Value, result_type: ir.Type, *, loc, ip) -> ir.Value:
+    attributes = {"broadcast_dimensions": ir.dense_i64_array_attr([])}
+    return ir.create_op("stablehlo.broadcast_in_dim", [scalar], [result_type], attributes,
+                        loc=loc, ip=ip).result

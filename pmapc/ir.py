@@ -294,6 +294,17 @@ def as_dense_values(attr: ir.Attribute) -> list | None:
     return [attr[i] for i in range(len(attr))]
 
 
+def splat_value(attr: ir.Attribute) -> ir.Attribute | None:
+    """The element of a splat dense elements attribute, else None."""
+    if isinstance(attr, ir.DenseElementsAttr) and attr.is_splat:
+        return attr.get_splat_value()
+    return None
+
+
+def splat_attr(type_: ir.Type, element: ir.Attribute) -> ir.Attribute:
+    return ir.DenseElementsAttr.get_splat(type_, element)
+
+
 def is_unit(attr: ir.Attribute) -> bool:
     return isinstance(attr, ir.UnitAttr)
 

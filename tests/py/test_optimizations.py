@@ -62,6 +62,19 @@ def test_sink_gathers_returns_blocks_without_all_gather():
     assert '-> (tensor<1x1x8xf32> {pmapc.split = [["data"], ["model"], []]})' in final
 
 
+def test_sink_gathers_moves_past_scaling_by_a_constant():
+    lowered = check_against_oracle(lambda inner, x: inner(x) * 0.5 + 3.0,
+                                   lambda y: jax.lax.psum(y, "data"), X)
+    final = lowered.as_text()
+    assert "all_gather" not in final
+    assert '-> (tensor<1x1x8xf32> {pmapc.split = [["data"], ["model"], []]})' in final
+
+
+def test_sink_gathers_keeps_gather_for_a_varying_operand():
+    lowered = check_against_oracle(lambda inner, x: inner(x) + x, lambda y: y * 2, X)
+    assert "all_gather" in lowered.as_text()
+
+
 def test_sink_gathers_with_inner_out_axes_1():
     lowered = check_against_oracle(lambda inner, x: inner(x),
                                    lambda y: y * 3, X, out_axes=1)

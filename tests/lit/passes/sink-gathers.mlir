@@ -87,3 +87,51 @@ module @reduced_after_gather {
     return %z : tensor<8xf32>
   }
 }
+
+// -----
+
+// The outer body scales the stacked value by a broadcast scalar: the gather
+// moves below the multiply (which then works on one block), and the result
+// is returned split with no gather left.
+// CHECK-LABEL: module @scaled_after_gather
+// CHECK: -> (tensor<1x1x8xf32> {pmapc.split = {{\[}}["data"], ["model"], []]})
+// CHECK-NOT: pmapc.all_gather
+// CHECK: stablehlo.multiply %{{.*}}, %{{.*}} : tensor<8xf32>
+// CHECK-NOT: pmapc.all_gather
+module @scaled_after_gather {
+  func.func public @main(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+    %0 = stablehlo.custom_call @pmapc.map(%x) {called_computations = [@outer], api_version = 4 : i32, backend_config = {axis_name = "data", axis_size = 2 : i64, in_axes = [0], out_axes = [0]}} : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+    return %0 : tensor<2x4x8xf32>
+  }
+  func.func private @outer(%y: tensor<4x8xf32>) -> tensor<4x8xf32> {
+    %0 = stablehlo.custom_call @pmapc.map(%y) {called_computations = [@inner], api_version = 4 : i32, backend_config = {axis_name = "model", axis_size = 4 : i64, in_axes = [0], out_axes = [0]}} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+    %half = stablehlo.constant dense<5.000000e-01> : tensor<f32>
+    %1 = stablehlo.broadcast_in_dim %half, dims = [] : (tensor<f32>) -> tensor<4x8xf32>
+    %2 = stablehlo.multiply %0, %1 : tensor<4x8xf32>
+    return %2 : tensor<4x8xf32>
+  }
+  func.func private @inner(%z: tensor<8xf32>) -> tensor<8xf32> {
+    return %z : tensor<8xf32>
+  }
+}
+
+// -----
+
+// A non-uniform operand (the outer block itself) keeps the gather.
+// CHECK-LABEL: module @added_to_a_varying_value
+// CHECK: pmapc.all_gather
+// CHECK: stablehlo.add %{{.*}}, %{{.*}} : tensor<4x8xf32>
+module @added_to_a_varying_value {
+  func.func public @main(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+    %0 = stablehlo.custom_call @pmapc.map(%x) {called_computations = [@outer], api_version = 4 : i32, backend_config = {axis_name = "data", axis_size = 2 : i64, in_axes = [0], out_axes = [0]}} : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+    return %0 : tensor<2x4x8xf32>
+  }
+  func.func private @outer(%y: tensor<4x8xf32>) -> tensor<4x8xf32> {
+    %0 = stablehlo.custom_call @pmapc.map(%y) {called_computations = [@inner], api_version = 4 : i32, backend_config = {axis_name = "model", axis_size = 4 : i64, in_axes = [0], out_axes = [0]}} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+    %1 = stablehlo.add %0, %y : tensor<4x8xf32>
+    return %1 : tensor<4x8xf32>
+  }
+  func.func private @inner(%z: tensor<8xf32>) -> tensor<8xf32> {
+    return %z : tensor<8xf32>
+  }
+}
