@@ -256,6 +256,7 @@ def clean_module(module, name: str) -> None:
     """
     from pmapc import ir
 
+    ir.single_threaded(module.context)
     with ir.building(module):
         attributes = module.operation.attributes
         attributes["sym_name"] = ir.string_attr(symbol_name(name))

@@ -46,7 +46,18 @@ def make_context() -> ir.Context:
     """A context with the stablehlo, chlo, func and sdy dialects loaded."""
     context = _jax_mlir.make_ir_context()
     context.allow_unregistered_dialects = False
+    single_threaded(context)
     return context
+
+
+def single_threaded(context: ir.Context) -> None:
+    """Verify and run passes on the calling thread only.
+
+    With MLIR's thread pool, a verifier error raised on a worker thread needs
+    the GIL to reach Python's error capture while the parsing thread holds it:
+    the process deadlocks (found by scripts/fuzz_ir.py).
+    """
+    context.enable_multithreading(False)
 
 
 # ----------------------------------------------------------------------------

@@ -128,8 +128,22 @@ def test_console_script_never_shows_a_traceback(tmp_path):
     assert "error:" in result.stderr and "Traceback" not in result.stderr
 
 
-def test_quickstart_example_runs():
-    result = subprocess.run([sys.executable, str(QUICKSTART)], capture_output=True, text=True,
-                            timeout=300)
+@pytest.mark.parametrize(
+    ("example", "expected"),
+    [("quickstart.py", "agrees with numpy: True"),
+     ("mlp_training.py", "weights agree with single-device training: True")],
+)
+def test_examples_run(example, expected):
+    result = subprocess.run([sys.executable, str(ROOT / "examples" / example)],
+                            capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
-    assert "agrees with numpy: True" in result.stdout
+    assert expected in result.stdout
+
+
+def test_trace_mlp_example(capsys):
+    argv = ["trace", f"{ROOT / 'examples' / 'mlp_training.py'}:train_step", "--arg",
+            "f32[4,8,8]", "--arg", "f32[4,8,4]", "--arg", "f32[2,16,8]", "--arg", "f32[2,16,4]",
+            "--emit=spmd"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "stablehlo.all_reduce" in out and "pmapc.split" in out
