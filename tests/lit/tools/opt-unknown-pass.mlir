@@ -1,0 +1,23 @@
+// RUN: not pmapc opt %S/Inputs/psum_over_i.mlir --pass-pipeline='builtin.module(verify-axes,no-such-pass)' 2>&1 | FileCheck %s
+// RUN: not pmapc opt %S/Inputs/psum_over_i.mlir --pass-pipeline='builtin.module(flatten-maps{no-such-option=1})' 2>&1 | FileCheck %s --check-prefix=OPTION
+// RUN: not pmapc opt %S/Inputs/psum_over_i.mlir --pass-pipeline='builtin.module(flatten-maps{split-entry=maybe})' 2>&1 | FileCheck %s --check-prefix=VALUE
+// RUN: not pmapc opt %S/Inputs/psum_over_i.mlir --pass-pipeline='builtin.module(verify-axes' 2>&1 | FileCheck %s --check-prefix=MALFORMED
+// RUN: not pmapc opt %S/Inputs/psum_over_i.mlir --verify-axes --pass-pipeline='builtin.module(verify-axes)' 2>&1 | FileCheck %s --check-prefix=BOTH
+
+// A bad pipeline is reported in one line before any input is read, with what
+// is known; no module is printed and no Python traceback shown.
+
+// CHECK-NOT: Traceback
+// CHECK: pmapc opt: error: unknown pass 'no-such-pass' in pipeline 'builtin.module(verify-axes,no-such-pass)'; known passes: verify-axes, flatten-maps,
+// CHECK-NOT: module
+// CHECK-NOT: Traceback
+
+// OPTION-NOT: Traceback
+// OPTION: pmapc opt: error: pass 'flatten-maps' has no option 'no-such-option'; its options are: split-entry
+// OPTION-NOT: Traceback
+
+// VALUE: pmapc opt: error: option 'split-entry' of pass 'flatten-maps' takes true or false, got 'maybe'
+
+// MALFORMED: pmapc opt: error: malformed pass pipeline 'builtin.module(verify-axes'
+
+// BOTH: pmapc opt: error: give either --pass-pipeline or pass flags, not both
