@@ -36,6 +36,7 @@ class LowerCollectivesPass:
         lowering = _Lowering(mesh)
         for op in ops:
             lowering.lower(op)
+        lowering.finish()
         attributes = module.operation.attributes
         attributes["mhlo.num_replicas"] = ir.i32_attr(mesh.size)
         attributes["mhlo.num_partitions"] = ir.i32_attr(1)
@@ -188,11 +189,20 @@ class _Lowering:
         return self.entry_values[function]
 
     def entry_point(self, function: ir.Operation) -> ir.InsertionPoint:
-        """Before the function's first original op: where per-function values go."""
+        """Where per-function values go: at the top of the function, in creation order.
+
+        They go before a placeholder put first in the function (the function's
+        first op may be a collective this pass erases); finish() removes it.
+        """
         if function not in self.anchors:
             block = ir.function_entry_block(function)
-            self.anchors[function] = block.operations[0].operation
+            top = ir.InsertionPoint.at_block_begin(block)
+            self.anchors[function] = placeholder(function.location, top)
         return ir.InsertionPoint(self.anchors[function])
+
+    def finish(self) -> None:
+        for placeholder in self.anchors.values():
+            placeholder.erase()
 
 
 def function_of(op: ir.Operation) -> ir.Operation:
@@ -201,3 +211,9 @@ def function_of(op: ir.Operation) -> ir.Operation:
     while parent.name != "func.func":
         parent = parent.parent
     return parent.operation
+
+
+def placeholder(loc, ip) -> ir.Operation:
+    """An op with no users that only marks a position (erased by the pass)."""
+    return hlo.constant_op(ir.scalar_i32_attr(0), ir.tensor_type([], ir.i32_type()),
+                           loc=loc, ip=ip)

@@ -16,8 +16,12 @@ from pmapc import ir
 REDUCER_OPS = {"psum": "stablehlo.add", "pmax": "stablehlo.maximum", "pmin": "stablehlo.minimum"}
 
 
+def constant_op(attr: ir.Attribute, type_: ir.Type, *, loc, ip) -> ir.Operation:
+    return ir.create_op("stablehlo.constant", [], [type_], {"value": attr}, loc=loc, ip=ip)
+
+
 def constant(attr: ir.Attribute, type_: ir.Type, *, loc, ip) -> ir.Value:
-    return ir.create_op("stablehlo.constant", [], [type_], {"value": attr}, loc=loc, ip=ip).result
+    return constant_op(attr, type_, loc=loc, ip=ip).result
 
 
 def i32_scalar(value: int, *, loc, ip) -> ir.Value:

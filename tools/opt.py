@@ -22,7 +22,7 @@ from pmapc.passes.base import summary
 from pmapc.tools import diagnostics
 from pmapc.tools.common import read_input, write_output
 
-SPLIT_MARKER = re.compile(r"^// -----\s*$", flags=re.M)
+SPLIT_MARKER = re.compile(r"^// -----[ \t]*$", flags=re.M)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -99,6 +99,8 @@ def process_chunk(chunk, first_line, passes, filename, args) -> tuple[str | None
         module = ir.parse_module(padded, context)
         run_passes(module, passes, after_pass=dump_after if args.print_ir_after_all else None)
         output = ir.print_module(module, debug_info=args.mlir_print_debuginfo)
+        if args.mlir_print_debuginfo:  # the parser names its input "-"
+            output = output.replace('loc("-":', f'loc("{filename}":')
         found = []
     except DiagnosticError as error:
         output, found = None, error.diagnostics

@@ -1,13 +1,5 @@
-// XFAIL: *
-// Known bug, kept as a failing test until fixed (then remove the XFAIL line):
-// lower-collectives crashes (SIGSEGV) when a function's first op is an
-// axis_index and a later axis_index names other axes. _Lowering.entry_point()
-// anchors the per-function values before the function's first op, caches that
-// op, and lower() then erases it (it is the axis_index being lowered); the
-// next axis_index inserts before the erased op. flatten-maps{split-entry=false}
-// starts @main with an axis_index whenever @main's map has a mapped operand,
-// so `verify-axes,flatten-maps{split-entry=false},lower-collectives` crashes
-// on any nest with a mapped input (examples/nested_2x4.mlir, for one).
+// axis_index ops at the very top of a function, over different axes: the
+// replica id is read once, each index computed once, before any use.
 
 // RUN: pmapc opt %s --pass-pipeline='builtin.module(lower-collectives)' | FileCheck %s
 

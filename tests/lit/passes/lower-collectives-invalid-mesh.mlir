@@ -1,13 +1,5 @@
-// XFAIL: *
-// Known bugs, kept as a failing test until fixed (then remove the XFAIL line):
-// a malformed `pmapc.mesh` is a user error (lower-collectives takes
-// hand-written flattened modules) but
-// - names and sizes of different lengths give "error: 'pmapc.mesh' needs ..."
-//   with no location (dialect.read_mesh raises a Diagnostic without one), so
-//   it prints no file:line:col and --verify-diagnostics cannot match it;
-// - an axis name given twice fails Mesh's `assert` and ends the whole run as
-//   "pmapc: internal error: AssertionError: ('i', 'i')", every chunk lost.
-// Expected: an error at the module's location naming 'pmapc.mesh'.
+// A malformed `pmapc.mesh` (hand-written flattened modules) is an error at the
+// module's location naming 'pmapc.mesh'.
 
 // RUN: pmapc opt %s --pass-pipeline='builtin.module(lower-collectives)' --split-input-file --verify-diagnostics
 

@@ -1,11 +1,5 @@
-// XFAIL: *
-// Known bug, kept as a failing test until fixed (then remove the XFAIL line):
-// with --split-input-file, a blank line after `// -----` shifts the line
-// numbers of every later diagnostic up by one. tools/opt.py's SPLIT_MARKER
-// (`^// -----\s*$` with re.M) lets `\s*` swallow the marker's newline (and
-// all but the last of the blank lines after it), and split_chunks() then
-// counts the lines of the pieces only. mlir-opt keeps the file's lines.
-// (--verify-diagnostics is not affected: it shifts its expectations alike.)
+// With --split-input-file, blank lines after `// -----` keep the file's line
+// numbers in diagnostics (as mlir-opt does).
 
 // RUN: not pmapc opt %s --pass-pipeline='builtin.module(verify-axes)' --split-input-file 2>&1 | FileCheck %s
 
