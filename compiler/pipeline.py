@@ -86,5 +86,7 @@ def run_passes(module: ir.Module, passes: list, after_pass: AfterPass | None = N
 
 
 def _broke_note(name: str, before: str) -> Diagnostic:
-    return Diagnostic("note", f"invalid IR after pass '{name}' (passes run before it: {before});"
-                      " this is a pmapc bug, please report it")
+    advice = ("run verify-axes first to check the input" if "verify-axes" not in before
+              else "this is a pmapc bug, please report it")
+    return Diagnostic("note", f"invalid IR after pass '{name}' (passes run before it: "
+                      f"{before}); {advice}")

@@ -164,7 +164,7 @@ class _Flattener:
         shape = list(ir.shape_of(operand.type))
         index_type = ir.tensor_type([], ir.i32_type())
         index = dialect.create_collective("axis_index", [], [index_type], [axis], loc=loc, ip=ip)
-        zero = hlo.i32_scalar(0, loc=loc, ip=ip)
+        zero = hlo.i32_scalar(0, loc=loc, ip=ip) if len(shape) > 1 else None
         starts = [zero] * len(shape)
         starts[in_axis] = index.result
         shape[in_axis] = 1

@@ -62,6 +62,9 @@ def _same_shape(params, shape, where, n):
 
 
 def _check_dim(kind: str, name: str, dim: int, rank: int, where: str) -> None:
+    if rank == 0:
+        raise ShapeError(f"'{kind}' over {where} needs an operand with dimensions, got a "
+                         f"scalar ({name} {dim})")
     if not 0 <= dim < rank:
         raise ShapeError(
             f"'{kind}' over {where} has {name} {dim}, out of range for an operand of "
