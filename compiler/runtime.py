@@ -142,7 +142,13 @@ class Executable:
                              f"{list(shape)}")
 
     def _bound_in_flight(self, outputs: list[jax.Array]) -> None:
-        """Wait for the oldest run once MAX_IN_FLIGHT are queued (see module doc)."""
-        self._in_flight.append(outputs)
-        while len(self._in_flight) > MAX_IN_FLIGHT:
-            jax.block_until_ready(self._in_flight.popleft())
+        """Wait for the oldest run once MAX_IN_FLIGHT are queued (see module doc).
+
+        A run's outputs are ready together, so waiting for its first one is
+        waiting for the run.
+        """
+        if not outputs:
+            return
+        self._in_flight.append(outputs[0])
+        if len(self._in_flight) > MAX_IN_FLIGHT:
+            self._in_flight.popleft().block_until_ready()
