@@ -11,7 +11,10 @@ users. Repeats until nothing changes, so 3-deep nests return fully split.
 To reach the results, a gather first moves below elementwise ops whose other
 operands are the same everywhere (a scalar broadcast or a splat constant):
 `all_gather(x) * 0.5` becomes `all_gather(x * 0.5)`, which also computes on
-one block instead of the whole stack.
+one block instead of the whole stack. It also moves below a psum, pmax or
+pmin over other axes: `psum(all_gather(x, "model"), "data")` becomes
+`all_gather(psum(x, "data"), "model")`, which reduces a block instead of the
+stack.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ class SinkGathersPass:
         returned = [op for op in block.operations if op.name == "func.return"][0].operation
         changed = False
         for op in [op.operation for op in block.operations]:
-            changed |= push_below_elementwise(op)
+            changed |= push_below_elementwise(op) or push_below_reduction(op)
         progress = True
         while progress:
             progress = False
@@ -100,6 +103,31 @@ def push_below_elementwise(op: ir.Operation) -> bool:
     attributes = {named.name: named.attr for named in op.attributes}
     local = ir.create_op(op.name, operands, [result_type], attributes, loc=loc, ip=ip)
     stacked = dialect.create_collective("all_gather", [local.result], [op.results[0].type],
+                                        [axis], loc=gather.location, ip=ip,
+                                        all_gather_dimension=dim, tiled=False)
+    op.results[0].replace_all_uses_with(stacked.result)
+    op.erase()
+    gather.erase()
+    return True
+
+
+def push_below_reduction(op: ir.Operation) -> bool:
+    """`psum(all_gather(x, a), axes)` -> `all_gather(psum(x, axes), a)` when `a` is not
+    in `axes` (likewise pmax and pmin)."""
+    if dialect.target_of(op) not in {f"pmapc.{kind}" for kind in dialect.REDUCTIONS}:
+        return False
+    if len(op.operands) != 1:
+        return False
+    match = patterns.untiled_gather(op.operands[0])
+    view = dialect.read_collective(op)
+    if match is None or match[1] in view.axes or len(list(op.operands[0].uses)) != 1:
+        return False
+    gather, axis, dim = match
+    block = gather.operands[0]
+    ip, loc = ir.InsertionPoint(op), op.location
+    reduced = dialect.create_collective(view.kind, [block], [block.type], view.axes,
+                                        loc=loc, ip=ip)
+    stacked = dialect.create_collective("all_gather", reduced.results, [op.results[0].type],
                                         [axis], loc=gather.location, ip=ip,
                                         all_gather_dimension=dim, tiled=False)
     op.results[0].replace_all_uses_with(stacked.result)

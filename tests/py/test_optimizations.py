@@ -70,6 +70,12 @@ def test_sink_gathers_moves_past_scaling_by_a_constant():
     assert '-> (tensor<1x1x8xf32> {pmapc.split = [["data"], ["model"], []]})' in final
 
 
+def test_sink_gathers_moves_below_a_psum_over_the_outer_axis():
+    lowered = check_against_oracle(lambda inner, x: jax.lax.psum(inner(x), "data"),
+                                   lambda y: y * 2, X)
+    assert "all_gather" not in lowered.as_text()
+
+
 def test_sink_gathers_keeps_gather_for_a_varying_operand():
     lowered = check_against_oracle(lambda inner, x: inner(x) + x, lambda y: y * 2, X)
     assert "all_gather" in lowered.as_text()

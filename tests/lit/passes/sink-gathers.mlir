@@ -68,20 +68,20 @@ module @gather_kept_for_other_users {
 
 // -----
 
-// A psum over "data" after the gather: the value returned is not a gather,
-// so it stays replicated over "model".
-// CHECK-LABEL: module @reduced_after_gather
-// CHECK: -> (tensor<1x4x8xf32> {pmapc.split = {{\[}}["data"], [], []]})
+// A transpose of the stack is not elementwise: the gather stays and the
+// result stays replicated over "model".
+// CHECK-LABEL: module @transposed_after_gather
+// CHECK: -> (tensor<1x8x4xf32> {pmapc.split = {{\[}}["data"], [], []]})
 // CHECK: pmapc.all_gather
-module @reduced_after_gather {
-  func.func public @main(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
-    %0 = stablehlo.custom_call @pmapc.map(%x) {called_computations = [@outer], api_version = 4 : i32, backend_config = {axis_name = "data", axis_size = 2 : i64, in_axes = [0], out_axes = [0]}} : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
-    return %0 : tensor<2x4x8xf32>
+module @transposed_after_gather {
+  func.func public @main(%x: tensor<2x4x8xf32>) -> tensor<2x8x4xf32> {
+    %0 = stablehlo.custom_call @pmapc.map(%x) {called_computations = [@outer], api_version = 4 : i32, backend_config = {axis_name = "data", axis_size = 2 : i64, in_axes = [0], out_axes = [0]}} : (tensor<2x4x8xf32>) -> tensor<2x8x4xf32>
+    return %0 : tensor<2x8x4xf32>
   }
-  func.func private @outer(%y: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  func.func private @outer(%y: tensor<4x8xf32>) -> tensor<8x4xf32> {
     %0 = stablehlo.custom_call @pmapc.map(%y) {called_computations = [@inner], api_version = 4 : i32, backend_config = {axis_name = "model", axis_size = 4 : i64, in_axes = [0], out_axes = [0]}} : (tensor<4x8xf32>) -> tensor<4x8xf32>
-    %1 = stablehlo.custom_call @pmapc.psum(%0) {api_version = 4 : i32, backend_config = {axes = ["data"]}} : (tensor<4x8xf32>) -> tensor<4x8xf32>
-    return %1 : tensor<4x8xf32>
+    %1 = stablehlo.transpose %0, dims = [1, 0] : (tensor<4x8xf32>) -> tensor<8x4xf32>
+    return %1 : tensor<8x4xf32>
   }
   func.func private @inner(%z: tensor<8xf32>) -> tensor<8xf32> {
     return %z : tensor<8xf32>
@@ -129,6 +129,29 @@ module @added_to_a_varying_value {
   func.func private @outer(%y: tensor<4x8xf32>) -> tensor<4x8xf32> {
     %0 = stablehlo.custom_call @pmapc.map(%y) {called_computations = [@inner], api_version = 4 : i32, backend_config = {axis_name = "model", axis_size = 4 : i64, in_axes = [0], out_axes = [0]}} : (tensor<4x8xf32>) -> tensor<4x8xf32>
     %1 = stablehlo.add %0, %y : tensor<4x8xf32>
+    return %1 : tensor<4x8xf32>
+  }
+  func.func private @inner(%z: tensor<8xf32>) -> tensor<8xf32> {
+    return %z : tensor<8xf32>
+  }
+}
+
+// -----
+
+// A psum over "data" of the stacked value: the gather moves below it (the
+// psum then reduces one block, not the stack), and the result leaves split.
+// CHECK-LABEL: module @summed_over_the_outer_axis_after_gather
+// CHECK: -> (tensor<1x1x8xf32> {pmapc.split = {{\[}}["data"], ["model"], []]})
+// CHECK: stablehlo.custom_call @pmapc.psum(%{{.*}}) {{.*}} : (tensor<8xf32>) -> tensor<8xf32>
+// CHECK-NOT: pmapc.all_gather
+module @summed_over_the_outer_axis_after_gather {
+  func.func public @main(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+    %0 = stablehlo.custom_call @pmapc.map(%x) {called_computations = [@outer], api_version = 4 : i32, backend_config = {axis_name = "data", axis_size = 2 : i64, in_axes = [0], out_axes = [0]}} : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+    return %0 : tensor<2x4x8xf32>
+  }
+  func.func private @outer(%y: tensor<4x8xf32>) -> tensor<4x8xf32> {
+    %0 = stablehlo.custom_call @pmapc.map(%y) {called_computations = [@inner], api_version = 4 : i32, backend_config = {axis_name = "model", axis_size = 4 : i64, in_axes = [0], out_axes = [0]}} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+    %1 = stablehlo.custom_call @pmapc.psum(%0) {api_version = 4 : i32, backend_config = {axes = ["data"]}} : (tensor<4x8xf32>) -> tensor<4x8xf32>
     return %1 : tensor<4x8xf32>
   }
   func.func private @inner(%z: tensor<8xf32>) -> tensor<8xf32> {
