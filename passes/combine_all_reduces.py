@@ -71,6 +71,11 @@ def _earlier(a, b):
     return b if a is None or (b is not None and b.is_before_in_block(a)) else a
 
 
+def _feeds(group: _Group, last_def: ir.Operation | None) -> bool:
+    """Whether a member of `group` defines the operand (psum of a psum)."""
+    return last_def is not None and any(last_def == member for member in group.members)
+
+
 def _in_block(op: ir.Operation | None, block: ir.Block) -> ir.Operation | None:
     """`op`, or its ancestor that stands in `block` (None if there is none)."""
     while op is not None and op.block != block:
@@ -106,7 +111,8 @@ def combinable_groups(ops: list[ir.Operation]) -> list[_Group]:
         for user, _ in ir.uses_of(op.results[0]):
             first_use = _earlier(first_use, _in_block(user, block))
         group = open_groups.get(key)
-        if group is not None and group.admits(last_def, first_use):
+        if group is not None and not _feeds(group, last_def) and group.admits(
+                last_def, first_use):
             group.members.append(op)
             group.last_def = _later(group.last_def, last_def)
             group.first_use = _earlier(group.first_use, first_use)

@@ -9,7 +9,7 @@ assembles the global array from the blocks. The gather stays only for other
 users. Repeats until nothing changes, so 3-deep nests return fully split.
 
 To reach the results, a gather first moves below elementwise ops whose other
-operands are the same everywhere (a scalar broadcast or a splat constant):
+operands are the same everywhere (splat constants, broadcast scalar constants):
 `all_gather(x) * 0.5` becomes `all_gather(x * 0.5)`, which also computes on
 one block instead of the whole stack. It also moves below a psum, pmax or
 pmin over other axes: `psum(all_gather(x, "model"), "data")` becomes
@@ -137,13 +137,14 @@ def push_below_reduction(op: ir.Operation) -> bool:
 
 
 def is_uniform(value: ir.Value) -> bool:
-    """Whether `value` is a scalar broadcast or a splat constant (equal everywhere)."""
+    """Whether `value` is a splat constant or a broadcast scalar constant: the same at
+    every position and on every device (an `axis_index`, say, is not)."""
     producer = patterns.defining_op(value)
-    if producer is None:
-        return False
-    if producer.name == "stablehlo.broadcast_in_dim":
-        return not ir.shape_of(producer.operands[0].type)
-    return producer.name == "stablehlo.constant" and (
+    if producer is not None and producer.name == "stablehlo.broadcast_in_dim":
+        if ir.shape_of(producer.operands[0].type):
+            return False
+        producer = patterns.defining_op(producer.operands[0])
+    return producer is not None and producer.name == "stablehlo.constant" and (
         ir.splat_value(producer.attributes["value"]) is not None)
 
 

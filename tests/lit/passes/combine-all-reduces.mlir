@@ -120,3 +120,23 @@ func.func @combined_before_first_use(%x: tensor<4xf32>, %y: tensor<4xf32>) -> (t
   }) {replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>} : (tensor<4xf32>) -> tensor<4xf32>
   return %n, %1 : tensor<4xf32>, tensor<4xf32>
 }
+
+// -----
+
+// psum(psum(x)): the second operand is the first result; they stay apart.
+// CHECK-LABEL: func.func @nested_sums_stay
+// CHECK: %[[FIRST:.*]] = "stablehlo.all_reduce"(%arg0)
+// CHECK: "stablehlo.all_reduce"(%[[FIRST]])
+func.func @nested_sums_stay(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = "stablehlo.all_reduce"(%x) ({
+  ^bb0(%l: tensor<f32>, %r: tensor<f32>):
+    %s = stablehlo.add %l, %r : tensor<f32>
+    stablehlo.return %s : tensor<f32>
+  }) {replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>} : (tensor<4xf32>) -> tensor<4xf32>
+  %1 = "stablehlo.all_reduce"(%0) ({
+  ^bb0(%l: tensor<f32>, %r: tensor<f32>):
+    %s = stablehlo.add %l, %r : tensor<f32>
+    stablehlo.return %s : tensor<f32>
+  }) {replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>} : (tensor<4xf32>) -> tensor<4xf32>
+  return %1 : tensor<4xf32>
+}

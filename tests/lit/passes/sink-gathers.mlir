@@ -158,3 +158,28 @@ module @summed_over_the_outer_axis_after_gather {
     return %z : tensor<8xf32>
   }
 }
+
+// -----
+
+// Adding the device's own axis_index is not uniform over "model": the gather
+// stays above the add.
+// CHECK-LABEL: module @plus_axis_index_after_gather
+// CHECK: pmapc.all_gather
+// CHECK: stablehlo.add %{{.*}}, %{{.*}} : tensor<4x8xf32>
+module @plus_axis_index_after_gather {
+  func.func public @main(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+    %0 = stablehlo.custom_call @pmapc.map(%x) {called_computations = [@outer], api_version = 4 : i32, backend_config = {axis_name = "data", axis_size = 2 : i64, in_axes = [0], out_axes = [0]}} : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+    return %0 : tensor<2x4x8xf32>
+  }
+  func.func private @outer(%y: tensor<4x8xf32>) -> tensor<4x8xf32> {
+    %0 = stablehlo.custom_call @pmapc.map(%y) {called_computations = [@inner], api_version = 4 : i32, backend_config = {axis_name = "model", axis_size = 4 : i64, in_axes = [0], out_axes = [0]}} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+    %i = stablehlo.custom_call @pmapc.axis_index() {api_version = 4 : i32, backend_config = {axes = ["data"]}} : () -> tensor<i32>
+    %f = stablehlo.convert %i : (tensor<i32>) -> tensor<f32>
+    %b = stablehlo.broadcast_in_dim %f, dims = [] : (tensor<f32>) -> tensor<4x8xf32>
+    %1 = stablehlo.add %0, %b : tensor<4x8xf32>
+    return %1 : tensor<4x8xf32>
+  }
+  func.func private @inner(%z: tensor<8xf32>) -> tensor<8xf32> {
+    return %z : tensor<8xf32>
+  }
+}
