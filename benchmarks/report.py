@@ -117,8 +117,8 @@ def scaling_table(scaling: dict) -> str:
                      seconds_or_dash(ours.get("xla_compile_s")),
                      f"{theirs['trace_lower_s']:.3f}", seconds_or_dash(theirs.get("xla_compile_s")),
                      all_reduce_cell(size)])
-    return table(["collectives", "trace s", "passes s", "pmapc own s", "us/coll", "pmapc XLA s", "sm trace+lower s", "sm XLA s",
-                  "all-reduces pm/sm"], rows)
+    return table(["collectives", "trace s", "passes s", "pmapc own s", "us/coll", "pmapc XLA s",
+                  "sm trace+lower s", "sm XLA s", "all-reduces pm/sm"], rows)
 
 
 def seconds_or_dash(value: float | None) -> str:

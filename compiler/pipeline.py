@@ -79,7 +79,7 @@ def run_passes(module: ir.Module, passes: list, after_pass: AfterPass | None = N
                 ir.verify(module)
         except DiagnosticError as error:
             before = ", ".join(done) or "none"
-            raise DiagnosticError(error.diagnostics + [_broke_note(pass_.name, before)]) from None
+            raise DiagnosticError([*error.diagnostics, _broke_note(pass_.name, before)]) from None
         done.append(pass_.name)
         if after_pass is not None:
             after_pass(pass_, module)

@@ -42,7 +42,8 @@ def compile_replicated(module: ir.Module, devices: Sequence[jax.Device]):
 
 def place(values: Sequence, shardings: Sequence[jax.sharding.Sharding]) -> list[jax.Array]:
     """Global arrays laid out by `shardings`; arrays already laid out so are reused."""
-    if all(isinstance(v, jax.Array) and v.sharding == s for v, s in zip(values, shardings)):
+    pairs = zip(values, shardings, strict=True)
+    if all(isinstance(v, jax.Array) and v.sharding == s for v, s in pairs):
         return list(values)  # the common warm path: outputs fed back as inputs
     count = len(values)
     copy = [_xla_client.ArrayCopySemantics.REUSE_INPUT] * count

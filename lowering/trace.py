@@ -143,8 +143,8 @@ def _as_array(spec: MapSpec, leaf, path: str):
 
 
 def _axis_size(spec, leaves, leaf_axes, paths) -> int:
-    sizes = {path: np.shape(leaf)[axis]
-             for leaf, axis, path in zip(leaves, leaf_axes, paths) if axis is not None}
+    mapped = zip(leaves, leaf_axes, paths, strict=True)
+    sizes = {path: np.shape(leaf)[axis] for leaf, axis, path in mapped if axis is not None}
     found = set(sizes.values())
     if spec.axis_size is not None:
         found.add(spec.axis_size)

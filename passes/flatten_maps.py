@@ -220,7 +220,7 @@ class _Flattener:
     def finish_entry(self) -> None:
         """Update @main's type to its per-device arguments and results, with their splits."""
         block = ir.function_entry_block(self.main)
-        returned = [op for op in block.operations if op.name == "func.return"][0]
+        returned = next(op for op in block.operations if op.name == "func.return")
         arg_types = [arg.type for arg in block.arguments]
         result_types = [value.type for value in returned.operands]
         ir.set_function_type(self.main, arg_types, result_types)

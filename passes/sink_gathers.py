@@ -37,7 +37,7 @@ class SinkGathersPass:
             return False
         main = ir.functions(module)["main"]
         block = ir.function_entry_block(main)
-        returned = [op for op in block.operations if op.name == "func.return"][0].operation
+        returned = next(op for op in block.operations if op.name == "func.return").operation
         changed = False
         for op in [op.operation for op in block.operations]:
             changed |= push_below_elementwise(op) or push_below_reduction(op)

@@ -18,15 +18,15 @@ from pmapc.errors import (
 
 __all__ = [
     "ArgumentError",
-    "Compiled",
-    "Lowered",
-    "MappedFunction",
-    "pmap",
-    "use_host_devices",
     "AxisError",
+    "Compiled",
     "DeviceError",
     "DiagnosticError",
+    "Lowered",
+    "MappedFunction",
     "PipelineError",
     "PmapcError",
     "ShapeError",
+    "pmap",
+    "use_host_devices",
 ]

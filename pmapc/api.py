@@ -14,8 +14,10 @@ import time
 from collections.abc import Callable, Sequence
 
 import jax
-import numpy as np
 
+import pmapc.compiler
+import pmapc.lowering
+import pmapc.passes
 from pmapc import ir
 from pmapc.compiler import driver, xla
 from pmapc.errors import (
@@ -28,10 +30,6 @@ from pmapc.errors import (
 )
 from pmapc.lowering import jax_api, trace
 from pmapc.lowering.locations import at_user_call_site, from_traceback
-
-import pmapc.compiler
-import pmapc.lowering
-import pmapc.passes
 
 jax_api.hide_from_locations(ir, pmapc.compiler, pmapc.lowering, pmapc.passes)
 

@@ -46,7 +46,7 @@ def mapped_result_shape(shape: Shape, out_axis: int | None, axis_size: int, axis
             f"out_axes entry {out_axis} is out of range for a body result of rank {len(shape)}; "
             f"stack axis '{axis}' at a position 0..{len(shape)}"
         )
-    return shape[:out_axis] + (axis_size,) + shape[out_axis:]
+    return (*shape[:out_axis], axis_size, *shape[out_axis:])
 
 
 def collective_result_shape(
@@ -88,13 +88,13 @@ def _all_gather(params, shape, where, n):
     dim = params["all_gather_dimension"]
     if params["tiled"]:
         _check_dim("all_gather", "all_gather_dimension", dim, len(shape), where)
-        return shape[:dim] + (shape[dim] * n,) + shape[dim + 1 :]
+        return (*shape[:dim], shape[dim] * n, *shape[dim + 1:])
     if not 0 <= dim <= len(shape):
         raise ShapeError(
             f"'all_gather' over {where} has all_gather_dimension {dim}, out of range for an "
             f"operand of rank {len(shape)}; use a dimension in 0..{len(shape)}"
         )
-    return shape[:dim] + (n,) + shape[dim:]
+    return (*shape[:dim], n, *shape[dim:])
 
 
 def _psum_scatter(params, shape, where, n):
@@ -102,7 +102,7 @@ def _psum_scatter(params, shape, where, n):
     _check_dim("psum_scatter", "scatter_dimension", dim, len(shape), where)
     _check_divisible("psum_scatter", dim, shape, where, n, params["tiled"])
     if params["tiled"]:
-        return shape[:dim] + (shape[dim] // n,) + shape[dim + 1 :]
+        return (*shape[:dim], shape[dim] // n, *shape[dim + 1:])
     return shape[:dim] + shape[dim + 1 :]
 
 
@@ -118,7 +118,7 @@ def _all_to_all(params, shape, where, n):
         return tuple(result)
     _check_dim("all_to_all", "concat_axis", concat, len(shape), where)
     rest = shape[:split] + shape[split + 1 :]
-    return rest[:concat] + (n,) + rest[concat:]
+    return (*rest[:concat], n, *rest[concat:])
 
 
 def _ppermute(params, shape, where, n):

@@ -33,10 +33,9 @@ def _use_host_devices(count: int) -> None:
 _use_host_devices(NUM_CPU_DEVICES)
 
 # Imported after the device count is set: these modules import JAX's runtime.
+from pmapc import dialect, ir  # noqa: E402
 from pmapc.compiler.pipeline import DEFAULT_PIPELINE, parse_pipeline, run_passes  # noqa: E402
 from pmapc.compiler.runtime import Executable, pick_devices  # noqa: E402
-
-from pmapc import dialect, ir  # noqa: E402
 
 
 def compile_text(text: str, pipeline: str = DEFAULT_PIPELINE) -> Executable:

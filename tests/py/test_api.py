@@ -8,6 +8,7 @@ import pytest
 
 import pmapc
 
+
 def nested_psum(inner_axis_size=4):
     @functools.partial(pmapc.pmap, axis_name="data")
     def outer(x):

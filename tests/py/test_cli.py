@@ -38,7 +38,7 @@ def test_opt_unbound_axis_points_at_op(tmp_path, capsys):
     path.write_text(text)
     assert main(["opt", str(path), "--verify-axes"]) == 1
     err = capsys.readouterr().err
-    line = next(i for i, l in enumerate(text.splitlines(), 1) if '"rows"' in l)
+    line = next(n for n, text_line in enumerate(text.splitlines(), 1) if '"rows"' in text_line)
     assert f"{path}:{line}:" in err
     assert "axis 'rows' is not bound here; bound axes are 'data'" in err
 
