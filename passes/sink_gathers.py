@@ -38,9 +38,7 @@ class SinkGathersPass:
         main = ir.functions(module)["main"]
         block = ir.function_entry_block(main)
         returned = next(op for op in block.operations if op.name == "func.return").operation
-        changed = False
-        for op in [op.operation for op in block.operations]:
-            changed |= push_below_elementwise(op) or push_below_reduction(op)
+        changed = push_gathers_down(main)
         progress = True
         while progress:
             progress = False
@@ -77,6 +75,24 @@ def sink_result(main, returned: ir.Operation, index: int) -> bool:
     return True
 
 
+def push_gathers_down(main: ir.Operation) -> bool:
+    """Move every untiled gather below the elementwise ops and reductions it can pass."""
+    pending = [op for op in ir.walk_custom_calls(main)
+               if dialect.target_of(op) == "pmapc.all_gather"]
+    changed = False
+    while pending:
+        gather = pending.pop()
+        users = ir.uses_of(gather.results[0])
+        if len(users) != 1 or patterns.untiled_gather(gather.results[0]) is None:
+            continue
+        user = users[0][0]
+        moved = push_below_elementwise(user) or push_below_reduction(user)
+        if moved is not None:
+            pending.append(moved)
+            changed = True
+    return changed
+
+
 ELEMENTWISE = {f"stablehlo.{name}" for name in (
     "add subtract multiply divide maximum minimum power remainder and or xor atan2 compare "
     "negate abs exponential exponential_minus_one log log_plus_one sqrt rsqrt cbrt tanh "
@@ -84,16 +100,16 @@ ELEMENTWISE = {f"stablehlo.{name}" for name in (
     "round_nearest_afz is_finite").split()}
 
 
-def push_below_elementwise(op: ir.Operation) -> bool:
-    """`f(all_gather(x), uniform...)` -> `all_gather(f(x, uniform...))`."""
+def push_below_elementwise(op: ir.Operation) -> ir.Operation | None:
+    """`f(all_gather(x), uniform...)` -> `all_gather(f(x, uniform...))`; the new gather."""
     if op.name not in ELEMENTWISE:
-        return False
+        return None
     gathered = [i for i, v in enumerate(op.operands) if patterns.untiled_gather(v)]
     if len(gathered) != 1 or len(list(op.operands[gathered[0]].uses)) != 1:
-        return False
+        return None
     others = [v for i, v in enumerate(op.operands) if i != gathered[0]]
     if not all(is_uniform(v) for v in others):
-        return False
+        return None
     gather, axis, dim = patterns.untiled_gather(op.operands[gathered[0]])
     block = gather.operands[0]
     ip, loc = ir.InsertionPoint(op), op.location
@@ -108,20 +124,20 @@ def push_below_elementwise(op: ir.Operation) -> bool:
     op.results[0].replace_all_uses_with(stacked.result)
     op.erase()
     gather.erase()
-    return True
+    return stacked
 
 
-def push_below_reduction(op: ir.Operation) -> bool:
+def push_below_reduction(op: ir.Operation) -> ir.Operation | None:
     """`psum(all_gather(x, a), axes)` -> `all_gather(psum(x, axes), a)` when `a` is not
-    in `axes` (likewise pmax and pmin)."""
+    in `axes` (likewise pmax and pmin); the new gather."""
     if dialect.target_of(op) not in {f"pmapc.{kind}" for kind in dialect.REDUCTIONS}:
-        return False
+        return None
     if len(op.operands) != 1:
-        return False
+        return None
     match = patterns.untiled_gather(op.operands[0])
     view = dialect.read_collective(op)
     if match is None or match[1] in view.axes or len(list(op.operands[0].uses)) != 1:
-        return False
+        return None
     gather, axis, dim = match
     block = gather.operands[0]
     ip, loc = ir.InsertionPoint(op), op.location
@@ -133,7 +149,7 @@ def push_below_reduction(op: ir.Operation) -> bool:
     op.results[0].replace_all_uses_with(stacked.result)
     op.erase()
     gather.erase()
-    return True
+    return stacked
 
 
 def is_uniform(value: ir.Value) -> bool:

@@ -90,7 +90,10 @@ class MappedFunction:
         if trace.enclosing_axes():
             return self._call_nested(args)
         key, leaves = self._signature_of(args)
-        compiled = self._cache.get(key) if key is not None else None
+        try:
+            compiled = self._cache.get(key)
+        except TypeError:  # an unhashable static argument: _compile_for says so
+            key, compiled = None, None
         if compiled is None:
             compiled = self._compile_for(args, key)
         return compiled.run(leaves)
@@ -132,7 +135,7 @@ class MappedFunction:
 
     def _signature_of(self, args) -> tuple[object, list]:
         """(cache key, leaves) of a call: argument structure, leaf types, shapes and
-        dtypes, and static arguments (key None when a static argument is unhashable).
+        dtypes, and static arguments.
 
         This is all a warm call computes before running: the full checks of
         `_flatten` run only when a key is new.
@@ -146,13 +149,9 @@ class MappedFunction:
                 check_donations(self.donate_argnums, args)
             except PmapcError as error:
                 raise at_user_call_site(error) from None
-        key = (tree, tuple((type(x), getattr(x, "shape", None), getattr(x, "dtype", None))
-                           for x in leaves), static)
-        try:
-            hash(key)
-        except TypeError:
-            return None, leaves
-        return key, leaves
+        kinds = tuple([(type(x), getattr(x, "shape", None), getattr(x, "dtype", None))
+                       for x in leaves])
+        return (tree, kinds, static), leaves
 
     def _compile_for(self, args, key) -> Compiled:
         """Check the call, trace, run the passes and compile (once per key)."""
