@@ -118,13 +118,7 @@ def push_below_elementwise(op: ir.Operation) -> ir.Operation | None:
     result_type = ir.tensor_type(ir.shape_of(block.type), ir.element_type_of(op.results[0].type))
     attributes = {named.name: named.attr for named in op.attributes}
     local = ir.create_op(op.name, operands, [result_type], attributes, loc=loc, ip=ip)
-    stacked = dialect.create_collective("all_gather", [local.result], [op.results[0].type],
-                                        [axis], loc=gather.location, ip=ip,
-                                        all_gather_dimension=dim, tiled=False)
-    op.results[0].replace_all_uses_with(stacked.result)
-    op.erase()
-    gather.erase()
-    return stacked
+    return regather(op, gather, local.result, axis, dim)
 
 
 def push_below_reduction(op: ir.Operation) -> ir.Operation | None:
@@ -143,8 +137,14 @@ def push_below_reduction(op: ir.Operation) -> ir.Operation | None:
     ip, loc = ir.InsertionPoint(op), op.location
     reduced = dialect.create_collective(view.kind, [block], [block.type], view.axes,
                                         loc=loc, ip=ip)
-    stacked = dialect.create_collective("all_gather", reduced.results, [op.results[0].type],
-                                        [axis], loc=gather.location, ip=ip,
+    return regather(op, gather, reduced.results[0], axis, dim)
+
+
+def regather(op: ir.Operation, gather: ir.Operation, local: ir.Value, axis: str,
+             dim: int) -> ir.Operation:
+    """Replace `op` (which used `gather`) by a gather of `local`, computed on one block."""
+    stacked = dialect.create_collective("all_gather", [local], [op.results[0].type], [axis],
+                                        loc=gather.location, ip=ir.InsertionPoint(op),
                                         all_gather_dimension=dim, tiled=False)
     op.results[0].replace_all_uses_with(stacked.result)
     op.erase()
