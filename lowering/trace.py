@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 import jax
 import numpy as np
 
+from pmapc import ir
 from pmapc.errors import ArgumentError, AxisError, ShapeError
 from pmapc.lowering import jax_api, primitives
 
@@ -254,8 +255,6 @@ def clean_module(module, name: str) -> None:
     result-info and sharding attributes) and names the module after the
     user's function.
     """
-    from pmapc import ir
-
     ir.single_threaded(module.context)
     with ir.building(module):
         attributes = module.operation.attributes

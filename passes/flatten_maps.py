@@ -49,7 +49,6 @@ class FlattenMapsPass:
 
 class _Flattener:
     def __init__(self, module: ir.Module, nesting: Nesting, mesh: Mesh, split_entry: bool):
-        self.module = module
         self.nesting = nesting
         self.mesh = mesh
         self.split_entry = split_entry

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sys
 
+from pmapc.errors import DiagnosticError
+
 
 def read_input(path: str, prog: str) -> str | None:
     """The text of `path` ('-': stdin), or None after printing why it cannot be read."""
@@ -35,12 +37,13 @@ def write_output(path: str, text: str) -> None:
         handle.write(text)
 
 
-def report_error(prog: str, error: Exception) -> int:
-    """Print an error as one diagnostic line (or several for IR) and return exit code 1."""
-    from pmapc.errors import DiagnosticError
+def report_error(prog: str, error: Exception, filename: str | None = None) -> int:
+    """Print an error as one diagnostic line (or several for IR) and return exit code 1.
 
+    `filename` names the input file in IR locations that say "-".
+    """
     if isinstance(error, DiagnosticError):
-        print(error.render(), file=sys.stderr)
+        print(error.render(filename), file=sys.stderr)
         return 1
     location = getattr(error, "user_location", None)
     message = str(error)

@@ -15,6 +15,7 @@ import zipfile
 
 import numpy as np
 
+from pmapc.compiler import driver, xla
 from pmapc.errors import PmapcError
 from pmapc.tools.common import read_input, report_error
 
@@ -38,43 +39,25 @@ def main(argv: list[str]) -> int:
     if text is None:
         return 1
     try:
-        compilation = compile_module(text, args.input)
+        compilation = compile_module(text)
         arrays = [load_npy(path) for path in args.inputs]
         executable = prepare(compilation, args.backend)
         check_count(executable, arrays)
         results = executable(*arrays)
         write_results(results, args.outdir, args.print_values)
     except (PmapcError, ValueError) as error:
-        return report_error("pmapc run", error)
+        return report_error("pmapc run", error, filename=args.input)
     return 0
 
 
-def compile_module(text: str, filename: str):
-    from pmapc.compiler import driver
-    from pmapc.errors import DiagnosticError
-
-    try:
-        lowered_already = "pmapc.mesh" in text and "pmapc.map" not in text and (
-            "@pmapc." not in text)
-        return driver.run_pipeline(text, passes=[] if lowered_already else None)
-    except DiagnosticError as error:
-        raise DiagnosticError([_named(d, filename) for d in error.diagnostics]) from None
-
-
-def _named(diagnostic, filename):
-    import dataclasses
-
-    from pmapc.errors import SourceLoc
-
-    loc = diagnostic.loc
-    if loc is not None and loc.file in ("-", ""):
-        loc = SourceLoc(filename, loc.line, loc.col)
-    return dataclasses.replace(diagnostic, loc=loc)
+def compile_module(text: str):
+    """Run the default pipeline, unless the module is already lowered (it has a
+    mesh and no pmapc op left)."""
+    lowered_already = "pmapc.mesh" in text and "@pmapc." not in text
+    return driver.run_pipeline(text, passes=[] if lowered_already else None)
 
 
 def prepare(compilation, backend: str | None):
-    from pmapc.compiler import driver, xla
-
     if backend in (None, "cpu"):
         xla.use_host_devices(max(compilation.mesh.size, 1))
     return driver.compile_for_devices(compilation, None, backend)

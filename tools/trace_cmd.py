@@ -16,6 +16,7 @@ import sys
 
 import numpy as np
 
+from pmapc import ir
 from pmapc.errors import PmapcError
 from pmapc.tools.common import report_error, write_output
 
@@ -51,8 +52,6 @@ def main(argv: list[str]) -> int:
 
 
 def emit(lowered, stage: str, debug_info: bool) -> str:
-    from pmapc import ir
-
     if debug_info and stage == "pmapc":
         return lowered.compilation.traced_with_locations()
     names = {"spmd": "stablehlo"}
