@@ -9,6 +9,8 @@ from pmapc.passes.lower_collectives import LowerCollectivesPass
 from pmapc.passes.simplify import SimplifyPass
 from pmapc.passes.sink_gathers import SinkGathersPass
 from pmapc.passes.sink_slices import SinkSlicesPass
+from pmapc.passes.to_partitions import ToPartitionsPass
+from pmapc.passes.to_replicas import ToReplicasPass
 from pmapc.passes.verify_axes import VerifyAxesPass
 
 PASSES: dict[str, type] = {
@@ -20,6 +22,8 @@ PASSES: dict[str, type] = {
     "lower-collectives": LowerCollectivesPass,
     "combine-all-reduces": CombineAllReducesPass,
     "simplify": SimplifyPass,
+    "to-partitions": ToPartitionsPass,
+    "to-replicas": ToReplicasPass,
 }
 
 # Named pipelines, usable wherever a pass name is.

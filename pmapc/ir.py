@@ -473,3 +473,13 @@ def uses_of(value: ir.Value) -> list[tuple[ir.Operation, int]]:
 
 def fused_loc(locations: Sequence[ir.Location]) -> ir.Location:
     return ir.Location.fused(list(locations))
+
+
+# ----------------------------------------------------------------------------
+# Embedding a program in another module (JAX's, while it lowers a jit)
+
+DEVICE_TO_DEVICE_CHANNEL = 1  # stablehlo.channel_handle's type for collectives
+
+
+def channel_handle_attr(handle: int) -> ir.Attribute:
+    return _stablehlo.ChannelHandle.get(int(handle), DEVICE_TO_DEVICE_CHANNEL)

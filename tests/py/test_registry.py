@@ -28,7 +28,9 @@ def test_pass_is_frozen_dataclass_with_summary(name):
 
 # Passes that report user errors; each has a `-invalid.mlir` file of diagnostics.
 # The optimization passes only rewrite what they recognize and report nothing.
-PASSES_WITH_DIAGNOSTICS = ["verify-axes", "flatten-maps", "lower-collectives"]
+PASSES_WITH_DIAGNOSTICS = [
+    "verify-axes", "flatten-maps", "lower-collectives", "to-partitions", "to-replicas",
+]
 
 
 @pytest.mark.parametrize("name", list(PASSES))
@@ -54,6 +56,8 @@ def test_named_pipelines_expand_to_registered_passes():
 def test_pipeline_options_are_typed():
     (flatten,) = parse_pipeline("builtin.module(flatten-maps{split-entry=false})")
     assert flatten.split_entry is False
+    (to_partitions,) = parse_pipeline("to-partitions{first-channel=7}")
+    assert to_partitions.first_channel == 7
 
 
 @pytest.mark.parametrize(
@@ -63,6 +67,8 @@ def test_pipeline_options_are_typed():
         ("flatten-maps{bogus=1}", "has no option 'bogus'"),
         ("flatten-maps{split-entry=maybe}", "takes true or false"),
         ("verify-axes,,", "malformed pass pipeline"),
+        ("to-partitions{first-channel=0}", "must be at least 1, got 0"),
+        ("to-replicas{first-channel=1}", "has no option 'first-channel'"),
     ],
 )
 def test_bad_pipelines_are_named(pipeline, message):

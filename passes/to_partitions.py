@@ -1,0 +1,185 @@
+"""to-partitions: a lowered program in partition form, the form `jax.jit` runs.
+
+lower-collectives leaves a target-neutral program: `stablehlo.replica_id` is
+the device's position in the mesh and every collective's `replica_groups`
+lists mesh positions. Inside a `shard_map` region of a jitted program (and in
+any SPMD-partitioned program) the devices are partitions of one replica, so:
+
+  replica_id                             -> partition_id (same ui32 scalar)
+  all_reduce, all_gather, reduce_scatter -> + channel_handle, use_global_device_ids
+  all_to_all, collective_permute         -> + channel_handle
+  variadic all_reduce                    -> one all_reduce per operand
+
+With a channel handle and global device ids, groups and pairs name partitions
+(= mesh positions: one replica), so they stay as they are. Handles are
+numbered from the `first-channel` option in op order, one per collective.
+XLA's SPMD partitioner takes only single-operand all-reduces in a manual
+region ("supports only single-operand allreduce in manual partitioning
+mode"), so a variadic one (combine-all-reduces) is split again.
+The module says `mhlo.num_partitions` = mesh size, `mhlo.num_replicas = 1`.
+
+to-replicas (passes/to_replicas.py) is the inverse and shares the helpers
+below.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import ClassVar
+
+from pmapc import dialect, ir
+from pmapc.errors import PipelineError
+
+NUM_REPLICAS = "mhlo.num_replicas"
+NUM_PARTITIONS = "mhlo.num_partitions"
+CHANNEL_HANDLE = "channel_handle"
+GLOBAL_DEVICE_IDS = "use_global_device_ids"
+
+# The collectives whose groups name devices; the first three also take
+# use_global_device_ids (all_to_all and collective_permute have none).
+COLLECTIVES = (
+    "stablehlo.all_reduce",
+    "stablehlo.all_gather",
+    "stablehlo.reduce_scatter",
+    "stablehlo.all_to_all",
+    "stablehlo.collective_permute",
+)
+WITH_GLOBAL_DEVICE_IDS = COLLECTIVES[:3]
+DEVICE_IDS = ("stablehlo.replica_id", "stablehlo.partition_id")
+
+
+@dataclasses.dataclass(frozen=True)
+class ToPartitionsPass:
+    """Put a lowered program in partition form (what jax.jit runs): partition_id, channels."""
+
+    name: ClassVar[str] = "to-partitions"
+    first_channel: int = 1
+
+    def __post_init__(self) -> None:
+        if self.first_channel < 1:
+            raise PipelineError(f"option 'first-channel' of pass '{self.name}' must be at "
+                                f"least 1, got {self.first_channel}")
+
+    def run(self, module: ir.Module) -> bool:
+        device_ids, collectives = device_ops(module, self.name)
+        changed = False
+        for op in device_ids:
+            changed |= replace_device_id(op, "stablehlo.partition_id")
+        singles = [single for op in collectives for single in split_all_reduce(op)]
+        changed |= len(singles) != len(collectives)
+        for handle, op in enumerate(singles, start=self.first_channel):
+            changed |= set_attribute(op, CHANNEL_HANDLE, ir.channel_handle_attr(handle))
+            if op.name in WITH_GLOBAL_DEVICE_IDS:
+                changed |= set_attribute(op, GLOBAL_DEVICE_IDS, ir.unit_attr())
+        changed |= set_device_counts(module, replicas=1, partitions=device_count(module))
+        return changed
+
+
+def split_all_reduce(op: ir.Operation) -> list[ir.Operation]:
+    """A variadic all_reduce as one all_reduce per operand, with its reducer and
+    attributes; any other collective as it is."""
+    operands = list(op.operands)
+    if op.name != "stablehlo.all_reduce" or len(operands) < 2:
+        return [op]
+    ip, attributes = ir.InsertionPoint(op), op.attributes
+    first = ir.create_op(op.name, operands[:1], [operands[0].type],
+                         {key: attributes[key] for key in attributes},
+                         loc=op.location, ip=ip, regions=1)
+    op.regions[0].blocks[0].append_to(first.regions[0])
+    singles = [first]
+    for operand in operands[1:]:
+        single = first.clone(ip=ip)
+        single.operands[0] = operand
+        ir.set_value_type(single.result, operand.type)
+        singles.append(single)
+    for old, single in zip(op.results, singles):
+        old.replace_all_uses_with(single.result)
+    op.erase()
+    return singles
+
+
+# ----------------------------------------------------------------------------
+# Shared with to-replicas
+
+
+def device_ops(module: ir.Module, pass_name: str) -> tuple[list, list]:
+    """(device-id ops, collectives) of every function, in op order.
+
+    Refuses what is not a lowered program of one of the two forms: a `pmapc.*`
+    op, or a collective whose groups name replicas of a replica-and-partition
+    program (a channel handle without use_global_device_ids).
+    """
+    device_ids, collectives = [], []
+    for function in ir.functions(module).values():
+        for op in ir.walk(function):
+            if dialect.is_pmapc_op(op):
+                raise still_named(op, pass_name)
+            if op.name in DEVICE_IDS:
+                device_ids.append(op)
+            elif op.name in COLLECTIVES:
+                check_groups_name_devices(op, pass_name)
+                collectives.append(op)
+    return device_ids, collectives
+
+
+def still_named(op: ir.Operation, pass_name: str):
+    target = dialect.target_of(op)
+    before = "flatten-maps and lower-collectives" if dialect.is_map(op) else "lower-collectives"
+    return dialect.error_at(op, f"'{target}' is still here; run {before} before {pass_name}")
+
+
+def check_groups_name_devices(op: ir.Operation, pass_name: str) -> None:
+    attributes = op.attributes
+    if op.name not in WITH_GLOBAL_DEVICE_IDS or CHANNEL_HANDLE not in attributes:
+        return
+    if GLOBAL_DEVICE_IDS in attributes:
+        return
+    raise dialect.error_at(op, f"'{op.name}' has a channel_handle but no "
+                           f"use_global_device_ids, so its replica_groups do not name "
+                           f"devices; {pass_name} only converts collectives whose groups "
+                           "name devices (add use_global_device_ids, or drop the channel "
+                           "handle for replica groups)")
+
+
+def replace_device_id(op: ir.Operation, name: str) -> bool:
+    """Replace a replica_id or partition_id op by `name`; whether anything changed."""
+    if op.name == name:
+        return False
+    new = ir.create_op(name, [], [op.result.type], loc=op.location, ip=ir.InsertionPoint(op))
+    op.result.replace_all_uses_with(new.result)
+    op.erase()
+    return True
+
+
+def set_attribute(op: ir.Operation, key: str, value: ir.Attribute) -> bool:
+    attributes = op.attributes
+    if key in attributes and attributes[key] == value:
+        return False
+    attributes[key] = value
+    return True
+
+
+def drop_attribute(op: ir.Operation, key: str) -> bool:
+    attributes = op.attributes
+    if key not in attributes:
+        return False
+    del attributes[key]
+    return True
+
+
+def device_count(module: ir.Module) -> int:
+    """The mesh size; without a mesh, the devices the module already declares (else 1)."""
+    mesh = dialect.read_mesh(module)
+    if mesh is not None:
+        return mesh.size
+    attributes = module.operation.attributes
+    count = 1
+    for key in (NUM_REPLICAS, NUM_PARTITIONS):
+        if key in attributes:
+            count *= ir.as_int(attributes[key]) or 1
+    return count
+
+
+def set_device_counts(module: ir.Module, *, replicas: int, partitions: int) -> bool:
+    changed = set_attribute(module.operation, NUM_REPLICAS, ir.i32_attr(replicas))
+    return set_attribute(module.operation, NUM_PARTITIONS, ir.i32_attr(partitions)) or changed

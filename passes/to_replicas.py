@@ -1,0 +1,47 @@
+"""to-replicas: a lowered program in replica form, one replica per mesh device.
+
+The form XLA runs with `num_replicas` = mesh size and no SPMD partitioning
+(compiler/xla.py's compile_replicated): `stablehlo.replica_id` is the device's
+mesh position, collectives carry no channel handle and their `replica_groups`
+and `source_target_pairs` list replica ids (= mesh positions). The module says
+`mhlo.num_replicas` = mesh size, `mhlo.num_partitions = 1`.
+
+A program in partition form (after to-partitions) is converted back: with one
+replica, partition ids and global device ids are the replica ids, so
+partition_id becomes replica_id and channel handles and use_global_device_ids
+are dropped; groups and pairs stay as they are.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import ClassVar
+
+from pmapc import ir
+from pmapc.passes.to_partitions import (
+    CHANNEL_HANDLE,
+    GLOBAL_DEVICE_IDS,
+    device_count,
+    device_ops,
+    drop_attribute,
+    replace_device_id,
+    set_device_counts,
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class ToReplicasPass:
+    """Put a lowered program in replica form (one replica per device): replica_id, no channels."""
+
+    name: ClassVar[str] = "to-replicas"
+
+    def run(self, module: ir.Module) -> bool:
+        device_ids, collectives = device_ops(module, self.name)
+        changed = False
+        for op in device_ids:
+            changed |= replace_device_id(op, "stablehlo.replica_id")
+        for op in collectives:
+            changed |= drop_attribute(op, CHANNEL_HANDLE)
+            changed |= drop_attribute(op, GLOBAL_DEVICE_IDS)
+        changed |= set_device_counts(module, replicas=device_count(module), partitions=1)
+        return changed
