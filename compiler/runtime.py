@@ -6,6 +6,11 @@ over the mesh (docs/ir.md). The runtime turns global arrays into those blocks
 with a `NamedSharding` over the mesh of devices, runs the executable, and
 assembles the results back into global `jax.Array`s without copying.
 
+The module's `mhlo.num_partitions` and `mhlo.num_replicas` say which form it
+is in (docs/ir.md): partition form (to-partitions) compiles with one
+partition per mesh device, replica form (to-replicas, or no counts at all)
+with one replica per device; both run the same way from there.
+
 XLA's in-process CPU collectives deadlock when dozens of collective programs
 are queued without waiting, so the runtime keeps at most `MAX_IN_FLIGHT`
 executions outstanding and waits for the oldest before queuing more.
@@ -28,6 +33,7 @@ from pmapc import dialect, ir
 from pmapc.compiler import xla
 from pmapc.errors import DeviceError, ShapeError
 from pmapc.mesh import Mesh
+from pmapc.passes.to_partitions import NUM_PARTITIONS, NUM_REPLICAS
 
 MAX_IN_FLIGHT = 4
 
@@ -101,6 +107,27 @@ def not_enough_devices(mesh: Mesh, count: int, platform: str) -> str:
             f"{mesh.size})")
 
 
+def execution_form(module: ir.Module, mesh: Mesh) -> str:
+    """"partitions" or "replicas", from the device counts the module declares.
+
+    A module that declares none (lower-collectives' target-neutral output)
+    runs as replicas; on one device both forms run the same.
+    """
+    partitions = ir.module_int_attr(module, NUM_PARTITIONS) or 1
+    replicas = ir.module_int_attr(module, NUM_REPLICAS) or 1
+    if partitions > 1 and replicas > 1:
+        raise DeviceError(f"the module declares {NUM_REPLICAS} = {replicas} and "
+                          f"{NUM_PARTITIONS} = {partitions}; pmapc runs one replica per "
+                          "device or one partition per device (run to-partitions or "
+                          "to-replicas)")
+    declared = max(partitions, replicas)
+    if declared > 1 and declared != mesh.size:
+        key = NUM_PARTITIONS if partitions > 1 else NUM_REPLICAS
+        raise DeviceError(f"the module declares {key} = {declared}, but its mesh {mesh} has "
+                          f"{mesh.size} device(s); run to-partitions or to-replicas to set it")
+    return "partitions" if partitions > 1 else "replicas"
+
+
 class Executable:
     """A compiled program bound to its devices; call it with global arrays."""
 
@@ -108,7 +135,10 @@ class Executable:
         self.mesh = dialect.read_mesh(module) or Mesh((), ())
         self.devices = list(devices)
         self.arguments, self.results = signatures(module, self.mesh)
-        self.loaded = xla.compile_replicated(module, self.devices)
+        self.form = execution_form(module, self.mesh)
+        compile_for = (xla.compile_partitioned if self.form == "partitions"
+                       else xla.compile_replicated)
+        self.loaded = compile_for(module, self.devices)
         device_grid = np.array(self.devices, dtype=object).reshape(self.mesh.shape)
         self.jax_mesh = JaxMesh(device_grid, self.mesh.axis_names)
         self.in_shardings = [NamedSharding(self.jax_mesh, s.spec()) for s in self.arguments]

@@ -1,8 +1,18 @@
 """The one adapter over XLA's client: compile a StableHLO module, execute it.
 
-pmapc's programs run in replica mode: one replica per mesh device, no SPMD
-partitioning, replica r on device r of the given list. Every private JAX
-import pmapc needs for this lives here.
+A lowered program runs on one device per mesh position p = devices[p], in the
+form its target pass gave it (docs/ir.md):
+
+- replica form (to-replicas): `num_replicas` = N, one partition, no SPMD
+  partitioning; replica p on devices[p].
+- partition form (to-partitions): one replica, `num_partitions` = N. XLA:CPU
+  refuses `num_partitions > 1` without SPMD partitioning, and the partitioner
+  refuses a bare `partition_id`; so, as `jax.shard_map` does, the per-device
+  `@main` runs inside an `sdy.manual_computation` over every mesh axis
+  (ir.all_manual_module), which the partitioner leaves as it is; partition p
+  on devices[p].
+
+Every private JAX import pmapc needs for this lives here.
 """
 
 from __future__ import annotations
@@ -17,7 +27,8 @@ from jax._src import core as _core
 from jax._src.interpreters import pxla as _pxla
 from jax._src.lib import xla_client as _xla_client
 
-from pmapc import ir
+from pmapc import dialect, ir
+from pmapc.mesh import Mesh
 
 
 def backend(platform: str | None = None):
@@ -38,6 +49,44 @@ def compile_replicated(module: ir.Module, devices: Sequence[jax.Device]):
     return client.compile_and_load(
         module, executable_devices=_xla_client.DeviceList(tuple(devices)), compile_options=options
     )
+
+
+def compile_partitioned(module: ir.Module, devices: Sequence[jax.Device]):
+    """Compile `module` in partition form (partition p runs on devices[p]).
+
+    What XLA compiles is a copy whose `@main` takes global arrays split as
+    `pmapc.split` says and runs the original `@main` with every mesh axis
+    manual (see the module docstring); `module` itself is left as it is.
+    """
+    count = len(devices)
+    options = _jax_compiler.get_compile_options(
+        num_replicas=1,
+        num_partitions=count,
+        device_assignment=np.array(devices).reshape(1, count),
+        backend=backend(devices[0].platform),
+    )
+    options.executable_build_options.use_spmd_partitioning = True
+    options.executable_build_options.use_shardy_partitioner = True
+    client = backend(devices[0].platform)
+    return client.compile_and_load(
+        all_manual(module), executable_devices=_xla_client.DeviceList(tuple(devices)),
+        compile_options=options
+    )
+
+
+def all_manual(module: ir.Module) -> ir.Module:
+    """`module` with its `@main` wrapped in a manual computation over the whole mesh."""
+    mesh = dialect.read_mesh(module) or Mesh((), ())
+    main = ir.functions(module)["main"]
+    function_type = ir.function_type(main)
+    splits = {
+        kind: [dialect.read_split(ir.get_arg_attr(main, kind, index, dialect.SPLIT_ATTR),
+                                  len(ir.shape_of(type_)))
+               for index, type_ in enumerate(types)]
+        for kind, types in (("arg", function_type.inputs), ("res", function_type.results))
+    }
+    mesh_axes = list(zip(mesh.axis_names, mesh.axis_sizes))
+    return ir.all_manual_module(module, mesh_axes, splits["arg"], splits["res"])
 
 
 def place(values: Sequence, shardings: Sequence[jax.sharding.Sharding]) -> list[jax.Array]:

@@ -483,3 +483,111 @@ DEVICE_TO_DEVICE_CHANNEL = 1  # stablehlo.channel_handle's type for collectives
 
 def channel_handle_attr(handle: int) -> ir.Attribute:
     return _stablehlo.ChannelHandle.get(int(handle), DEVICE_TO_DEVICE_CHANNEL)
+
+
+# ----------------------------------------------------------------------------
+# Running a per-device program on its own: every mesh axis manual (Shardy)
+
+
+def module_int_attr(module: ir.Module, name: str) -> int | None:
+    """An integer attribute of the module (e.g. mhlo.num_partitions), or None."""
+    attributes = module.operation.attributes
+    return as_int(attributes[name]) if name in attributes else None
+
+
+def all_manual_module(module: ir.Module, mesh_axes: Sequence[tuple[str, int]],
+                      arg_splits: Sequence[Sequence[Sequence[str]]],
+                      result_splits: Sequence[Sequence[Sequence[str]]]) -> ir.Module:
+    """A copy of `module` whose `@main` runs the per-device `@main` in an
+    `sdy.manual_computation` over every axis of `mesh_axes` ((name, size), major first).
+
+    The new `@main` takes and returns global arrays, split per dimension over
+    the mesh axes the splits list (major first), as JAX lowers a shard_map; XLA's
+    SPMD partitioner then leaves the per-device program as it is.
+    """
+    copy = _copy_module(module)
+    with copy.context, ir.Location.unknown(copy.context):
+        symbols = functions(copy)
+        per_device = symbols["main"]
+        callee = _unused_symbol(symbols, "per_device_main")
+        per_device.attributes["sym_name"] = string_attr(callee)
+        per_device.attributes["sym_visibility"] = string_attr("private")
+        mesh = _unused_symbol(symbols, "mesh")
+        axes = ", ".join(f"{_quoted(name)}={size}" for name, size in mesh_axes)
+        ir.Operation.create("sdy.mesh", attributes={
+            "sym_name": string_attr(mesh), "mesh": ir.Attribute.parse(f"#sdy.mesh<[{axes}]>")},
+            ip=ir.InsertionPoint.at_block_begin(copy.body))
+        manual_axes = ir.Attribute.parse(
+            f"#sdy<manual_axes{{{', '.join(_quoted(name) for name, _ in mesh_axes)}}}>")
+        _add_manual_main(copy, callee, function_type(per_device), dict(mesh_axes), mesh,
+                         manual_axes, arg_splits, result_splits)
+    return copy
+
+
+def _add_manual_main(module, callee, local, sizes, mesh, manual_axes, arg_splits,
+                     result_splits) -> None:
+    """`@main` on global arrays: a manual computation calling `callee` on the blocks."""
+    global_in = [_global_type(t, s, sizes) for t, s in zip(local.inputs, arg_splits)]
+    global_out = [_global_type(t, s, sizes) for t, s in zip(local.results, result_splits)]
+    loc = ir.Location.unknown()
+    main = create_op("func.func", [], [], {
+        "sym_name": string_attr("main"),
+        "function_type": ir.TypeAttr.get(ir.FunctionType.get(global_in, global_out)),
+        "arg_attrs": array_attr([_sharding_attr(mesh, s) for s in arg_splits]),
+        "res_attrs": array_attr([_sharding_attr(mesh, s) for s in result_splits]),
+    }, loc=loc, ip=ir.InsertionPoint(module.body), regions=1)
+    entry = add_block(main.regions[0], global_in)
+    manual = create_op("sdy.manual_computation", list(entry.arguments), global_out, {
+        "in_shardings": _shardings_attr(mesh, arg_splits),
+        "out_shardings": _shardings_attr(mesh, result_splits),
+        "manual_axes": manual_axes,
+    }, loc=loc, ip=ir.InsertionPoint(entry), regions=1)
+    body = add_block(manual.regions[0], list(local.inputs))
+    call = create_op("func.call", list(body.arguments), list(local.results),
+                     {"callee": symbol_ref_attr(callee)}, loc=loc, ip=ir.InsertionPoint(body))
+    create_op("sdy.return", list(call.results), [], loc=loc, ip=ir.InsertionPoint(body))
+    create_op("func.return", list(manual.results), [], loc=loc, ip=ir.InsertionPoint(entry))
+
+
+def _copy_module(module: ir.Module) -> ir.Module:
+    with module.context, ir.Location.unknown(module.context):
+        copy = ir.Module.create()
+        attributes = module.operation.attributes
+        for name in attributes:
+            copy.operation.attributes[name] = attributes[name]
+        for op in module.body.operations:
+            op.clone(ip=ir.InsertionPoint(copy.body))
+    return copy
+
+
+def _unused_symbol(functions_by_name: dict, name: str) -> str:
+    candidate, number = name, 0
+    while candidate in functions_by_name:
+        number += 1
+        candidate = f"{name}_{number}"
+    return candidate
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _global_type(type_: ir.Type, split: Sequence[Sequence[str]], sizes: dict[str, int]):
+    shape = [size * int(np.prod([sizes[a] for a in axes], dtype=np.int64))
+             for size, axes in zip(shape_of(type_), split)]
+    return tensor_type(shape, element_type_of(type_))
+
+
+def _dims_text(mesh: str, split: Sequence[Sequence[str]]) -> str:
+    dims = ", ".join("{" + ", ".join(_quoted(a) for a in axes) + "}" for axes in split)
+    return f"@{mesh}, [{dims}]"
+
+
+def _sharding_attr(mesh: str, split: Sequence[Sequence[str]]) -> ir.Attribute:
+    return dict_attr({"sdy.sharding": ir.Attribute.parse(
+        f"#sdy.sharding<{_dims_text(mesh, split)}>")})
+
+
+def _shardings_attr(mesh: str, splits: Sequence[Sequence[Sequence[str]]]) -> ir.Attribute:
+    values = ", ".join(f"<{_dims_text(mesh, split)}>" for split in splits)
+    return ir.Attribute.parse(f"#sdy.sharding_per_value<[{values}]>")
