@@ -9,8 +9,12 @@
     lower-collectives    passes/: named collectives -> replica groups
     combine-all-reduces  passes/: independent all_reduces -> one
     simplify             passes/: canonicalize and cse
-    compile              compiler/xla.py: XLA, one replica per mesh device
+    to-partitions        passes/: partition form (partition_id, channel handles),
+                         what jax.jit runs; or to-replicas: one replica per device
+    compile              compiler/xla.py: XLA, one partition (or replica) per device
     execute              compiler/runtime.py: place inputs, run, assemble outputs
+
+The stage order is `pmapc-to-stablehlo` in passes/__init__.py's PIPELINES.
 """
 
 from __future__ import annotations
@@ -22,11 +26,13 @@ from pmapc import dialect, ir
 from pmapc.compiler import runtime
 from pmapc.compiler.pipeline import DEFAULT_PIPELINE, parse_pipeline, run_passes
 from pmapc.mesh import Mesh
+from pmapc.passes import DEFAULT_TARGET
 
 
-def default_passes() -> list:
-    """The passes of the stages above, in order (the `pmapc-to-stablehlo` pipeline)."""
-    return parse_pipeline(DEFAULT_PIPELINE)
+def default_passes(target: str = DEFAULT_TARGET) -> list:
+    """The passes of the stages above, in order, ending in the pass of `target`
+    ("partitions" or "replicas"): the `pmapc-to-stablehlo{target=...}` pipeline."""
+    return parse_pipeline(f"{DEFAULT_PIPELINE}{{target={target}}}")
 
 
 @dataclasses.dataclass

@@ -2,7 +2,9 @@
 
 `builtin.module(verify-axes,flatten-maps{split-entry=false},lower-collectives)`
 follows mlir-opt's textual form; the `builtin.module(...)` wrapper is optional
-and named pipelines (`pmapc-to-stablehlo`) expand in place.
+and named pipelines (`pmapc-to-stablehlo`, `pmapc-lower{target=replicas}`)
+expand in place. A named pipeline's one option, `target`, picks the pass it
+ends in (passes/__init__.py's TARGETS).
 """
 
 from __future__ import annotations
@@ -12,10 +14,10 @@ from collections.abc import Callable
 
 from pmapc import ir
 from pmapc.errors import Diagnostic, DiagnosticError, PipelineError
-from pmapc.passes import PASSES, PIPELINES
+from pmapc.passes import DEFAULT_TARGET, PASSES, PIPELINES, TARGETS, expand_pipeline
 from pmapc.passes.base import from_options
 
-DEFAULT_PIPELINE = PIPELINES["pmapc-to-stablehlo"]
+DEFAULT_PIPELINE = "pmapc-to-stablehlo"
 
 _ELEMENT = re.compile(r"\s*([A-Za-z0-9_.-]+)\s*(\{[^}]*\})?\s*(,|$)")
 
@@ -41,13 +43,25 @@ def parse_pipeline(text: str) -> list:
 
 def _instantiate(name: str, options: dict[str, str], text: str) -> list:
     if name in PIPELINES:
-        if options:
-            raise PipelineError(f"pipeline '{name}' takes no options")
-        return parse_pipeline(PIPELINES[name])
+        return parse_pipeline(expand_pipeline(name, _pipeline_target(name, options)))
     if name not in PASSES:
         known = ", ".join([*PASSES, *PIPELINES])
         raise PipelineError(f"unknown pass '{name}' in pipeline '{text}'; known passes: {known}")
     return [from_options(PASSES[name], options)]
+
+
+def _pipeline_target(name: str, options: dict[str, str]) -> str:
+    """The `target` option of a named pipeline, checked."""
+    unknown = sorted(set(options) - {"target"})
+    if unknown:
+        raise PipelineError(f"pipeline '{name}' has no option '{unknown[0]}'; its options "
+                            "are: target")
+    target = options.get("target", DEFAULT_TARGET)
+    if target not in TARGETS:
+        choices = " or ".join(TARGETS)
+        raise PipelineError(f"option 'target' of pipeline '{name}' takes {choices}, "
+                            f"got '{target}'")
+    return target
 
 
 def _parse_options(text: str) -> dict[str, str]:

@@ -26,15 +26,27 @@ PASSES: dict[str, type] = {
     "to-replicas": ToReplicasPass,
 }
 
-# Named pipelines, usable wherever a pass name is.
+# The execution forms a named pipeline can end in (its `target` option), and
+# the pass that produces each. Partitions are what pmapc runs through jax.jit.
+TARGETS: dict[str, str] = {"partitions": "to-partitions", "replicas": "to-replicas"}
+DEFAULT_TARGET = "partitions"
+
+# Named pipelines, usable wherever a pass name is: `pmapc-lower{target=replicas}`.
+# `{target}` stands for the pass of the pipeline's target.
 PIPELINES: dict[str, str] = {
-    # The passes every program needs: named axes to replica groups.
-    "pmapc-lower": "verify-axes,flatten-maps,lower-collectives",
+    # The passes every program needs: named axes to collectives over devices.
+    "pmapc-lower": "verify-axes,flatten-maps,lower-collectives,{target}",
     # What pmapc runs by default: the above with the data-movement optimizations.
     "pmapc-to-stablehlo": (
         "verify-axes,flatten-maps,fold-gather-slice,sink-slices,sink-gathers,"
-        "lower-collectives,combine-all-reduces,simplify"
+        "lower-collectives,combine-all-reduces,simplify,{target}"
     ),
 }
 
-__all__ = ["PASSES", "PIPELINES"]
+
+def expand_pipeline(name: str, target: str = DEFAULT_TARGET) -> str:
+    """The passes of the named pipeline `name` for `target`, comma-separated."""
+    return PIPELINES[name].format(target=TARGETS[target])
+
+
+__all__ = ["DEFAULT_TARGET", "PASSES", "PIPELINES", "TARGETS", "expand_pipeline"]

@@ -11,7 +11,10 @@ axes groups over the product of those axes, ordered as the tuple names them):
   ppermute         -> collective_permute over every group's device pairs
   axis_index       -> replica_id arithmetic, done once per function and axes
 
-The module's `mhlo.num_replicas` becomes the mesh size.
+The result is target-neutral: `stablehlo.replica_id` stands for the device's
+position in the mesh, and groups and pairs list mesh positions. A target pass
+picks how XLA runs it and sets the module's device counts: to-partitions
+(partition_id, channel handles; what jax.jit runs) or to-replicas.
 """
 
 from __future__ import annotations
@@ -37,9 +40,6 @@ class LowerCollectivesPass:
         for op in ops:
             lowering.lower(op)
         lowering.finish()
-        attributes = module.operation.attributes
-        attributes["mhlo.num_replicas"] = ir.i32_attr(mesh.size)
-        attributes["mhlo.num_partitions"] = ir.i32_attr(1)
         return bool(ops)
 
 

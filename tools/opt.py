@@ -17,7 +17,7 @@ import sys
 from pmapc import ir
 from pmapc.compiler.pipeline import parse_pipeline, run_passes
 from pmapc.errors import DiagnosticError, PipelineError
-from pmapc.passes import PASSES, PIPELINES
+from pmapc.passes import DEFAULT_TARGET, PASSES, PIPELINES, TARGETS, expand_pipeline
 from pmapc.passes.base import summary
 from pmapc.tools import diagnostics
 from pmapc.tools.common import read_input, write_output
@@ -33,7 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-o", dest="output", default="-", help="output file ('-': stdout)")
     parser.add_argument("--pass-pipeline", help="e.g. 'builtin.module(verify-axes,flatten-maps)'")
     for name in [*PASSES, *PIPELINES]:
-        helptext = summary(PASSES[name]) if name in PASSES else f"the pipeline {PIPELINES[name]}"
+        helptext = summary(PASSES[name]) if name in PASSES else (
+            f"the pipeline {expand_pipeline(name)}")
         parser.add_argument(f"--{name}", dest="pass_flags", action="append_const", const=name,
                             help=helptext)
     parser.add_argument("--print-ir-after-all", action="store_true",
@@ -126,6 +127,9 @@ def list_passes() -> int:
     for name, pass_class in PASSES.items():
         print(f"  --{name:<20} {summary(pass_class)}")
     print("Pipelines:")
-    for name, pipeline in PIPELINES.items():
-        print(f"  --{name:<20} {pipeline}")
+    for name in PIPELINES:
+        print(f"  --{name:<20} {expand_pipeline(name)}")
+    choices = "|".join(TARGETS)
+    ends = " or ".join(TARGETS.values())
+    print(f"  {{target={choices}}} (default {DEFAULT_TARGET}): the pipeline ends in {ends}")
     return 0

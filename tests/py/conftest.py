@@ -6,6 +6,7 @@ set here, at import time, before any test touches a device.
 
 from __future__ import annotations
 
+import functools
 import zlib
 from collections.abc import Callable
 
@@ -34,39 +35,51 @@ _use_host_devices(NUM_CPU_DEVICES)
 
 # Imported after the device count is set: these modules import JAX's runtime.
 from pmapc import dialect, ir  # noqa: E402
-from pmapc.compiler.pipeline import DEFAULT_PIPELINE, parse_pipeline, run_passes  # noqa: E402
+from pmapc.compiler import driver  # noqa: E402
+from pmapc.compiler.pipeline import parse_pipeline, run_passes  # noqa: E402
 from pmapc.compiler.runtime import Executable, pick_devices  # noqa: E402
+from pmapc.passes import DEFAULT_TARGET, TARGETS  # noqa: E402
 
 
-def compile_text(text: str, pipeline: str = DEFAULT_PIPELINE) -> Executable:
-    """Parse pmapc IR, run `pipeline` over it and compile it for the first mesh-size devices."""
+def compile_text(text: str, pipeline: str | None = None,
+                 target: str = DEFAULT_TARGET) -> Executable:
+    """Parse pmapc IR, run `pipeline` over it (default: the whole pipeline for `target`)
+    and compile it for the first mesh-size devices."""
     module = ir.parse_module(text, ir.make_context())
-    run_passes(module, parse_pipeline(pipeline))
+    run_passes(module, driver.default_passes(target) if pipeline is None
+               else parse_pipeline(pipeline))
     mesh = dialect.read_mesh(module)
     assert mesh is not None, "the pipeline did not record a mesh; does it run flatten-maps?"
     return Executable(module, pick_devices(mesh, None, None))
 
 
-def run_text(text: str, *arguments: np.ndarray) -> list[np.ndarray]:
+def run_text(text: str, *arguments: np.ndarray, target: str = DEFAULT_TARGET
+             ) -> list[np.ndarray]:
     """Compile and run pmapc IR on global numpy arrays; the global results as numpy arrays.
 
     `np.asarray` waits for each result: XLA's in-process CPU collectives can
     deadlock when many collective programs are queued without waiting.
     """
-    executable = compile_text(text)
+    executable = compile_text(text, target=target)
     return [np.asarray(result) for result in executable(*arguments)]
 
 
-@pytest.fixture
-def compile_ir() -> Callable[..., Executable]:
-    """`compile_ir(text, pipeline=DEFAULT_PIPELINE)`: an Executable for pmapc IR text."""
-    return compile_text
+@pytest.fixture(params=list(TARGETS))
+def target(request: pytest.FixtureRequest) -> str:
+    """Each execution form a pipeline can end in: every test using it runs once per form."""
+    return request.param
 
 
 @pytest.fixture
-def run_ir() -> Callable[..., list[np.ndarray]]:
-    """`run_ir(text, *arrays)`: compile pmapc IR text, run it, return numpy results."""
-    return run_text
+def compile_ir(target: str) -> Callable[..., Executable]:
+    """`compile_ir(text, pipeline=None)`: an Executable for pmapc IR text, for each target."""
+    return functools.partial(compile_text, target=target)
+
+
+@pytest.fixture
+def run_ir(target: str) -> Callable[..., list[np.ndarray]]:
+    """`run_ir(text, *arrays)`: compile pmapc IR text for each target, run it, numpy results."""
+    return functools.partial(run_text, target=target)
 
 
 @pytest.fixture

@@ -19,8 +19,18 @@ def test_opt_lowers_the_example(capsys):
     out = capsys.readouterr().out
     assert "[[0, 1, 2, 3], [4, 5, 6, 7]]" in out
     assert "[[0, 4], [1, 5], [2, 6], [3, 7]]" in out
-    assert "mhlo.num_replicas = 8" in out
+    assert "mhlo.num_partitions = 8 : i32, mhlo.num_replicas = 1 : i32" in out
+    assert "channel_handle" in out and "use_global_device_ids" in out
     assert "pmapc.psum" not in out
+
+
+def test_opt_lowers_the_example_for_replicas(capsys):
+    argv = ["opt", str(EXAMPLE_IR), "--pass-pipeline=pmapc-to-stablehlo{target=replicas}"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "[[0, 4], [1, 5], [2, 6], [3, 7]]" in out
+    assert "mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 8 : i32" in out
+    assert "channel_handle" not in out
 
 
 def test_opt_malformed_module_is_one_diagnostic(tmp_path, capsys):

@@ -1,5 +1,9 @@
 """Generated nested-map programs, one collective each, run on 8 CPU devices against numpy.
 
+Every program runs in both forms a pipeline can end in (conftest.py's `target`
+fixture): partition form (to-partitions) and replica form (to-replicas),
+against the same oracle.
+
 Each case is a pmapc-IR module built from a text template: `@main` maps over the
 outermost mesh axis, every body maps over the next axis, and the innermost body
 applies one collective whose result is stacked back through `out_axes`. The
@@ -408,3 +412,53 @@ def test_example_collective_in_outer_body(run_ir) -> None:
     expected = np.stack([stacked[0] + stacked[1]] * 2)  # psum over 'data', outer out_axes
     (result,) = run_ir(text, x)
     np.testing.assert_allclose(result, expected, rtol=1e-6)
+
+
+# psum and pmax over 'model' and a psum over 'data' inside a 2x4 nest: the two
+# independent all-reduces over one group set are combined into one variadic
+# all_reduce, which to-partitions splits again (docs/ir.md).
+COMBINED_ALL_REDUCES = """
+module {
+  func.func public @main(%arg0: tensor<2x4x3xf32>, %arg1: tensor<2x4x3xf32>)
+      -> (tensor<2x4x3xf32>, tensor<2x4x3xf32>, tensor<2x4x3xf32>) {
+    %0:3 = stablehlo.custom_call @pmapc.map(%arg0, %arg1) {called_computations = [@outer],
+      api_version = 4 : i32, backend_config = {axis_name = "data", axis_size = 2 : i64,
+      in_axes = [0, 0], out_axes = [0, 0, 0]}}
+      : (tensor<2x4x3xf32>, tensor<2x4x3xf32>)
+      -> (tensor<2x4x3xf32>, tensor<2x4x3xf32>, tensor<2x4x3xf32>)
+    return %0#0, %0#1, %0#2 : tensor<2x4x3xf32>, tensor<2x4x3xf32>, tensor<2x4x3xf32>
+  }
+  func.func private @outer(%arg0: tensor<4x3xf32>, %arg1: tensor<4x3xf32>)
+      -> (tensor<4x3xf32>, tensor<4x3xf32>, tensor<4x3xf32>) {
+    %0:3 = stablehlo.custom_call @pmapc.map(%arg0, %arg1) {called_computations = [@inner],
+      api_version = 4 : i32, backend_config = {axis_name = "model", axis_size = 4 : i64,
+      in_axes = [0, 0], out_axes = [0, 0, 0]}}
+      : (tensor<4x3xf32>, tensor<4x3xf32>) -> (tensor<4x3xf32>, tensor<4x3xf32>, tensor<4x3xf32>)
+    return %0#0, %0#1, %0#2 : tensor<4x3xf32>, tensor<4x3xf32>, tensor<4x3xf32>
+  }
+  func.func private @inner(%x: tensor<3xf32>, %y: tensor<3xf32>)
+      -> (tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) {
+    %0 = stablehlo.custom_call @pmapc.psum(%x) {api_version = 4 : i32,
+      backend_config = {axes = ["model"]}} : (tensor<3xf32>) -> tensor<3xf32>
+    %1 = stablehlo.custom_call @pmapc.psum(%y) {api_version = 4 : i32,
+      backend_config = {axes = ["model"]}} : (tensor<3xf32>) -> tensor<3xf32>
+    %2 = stablehlo.custom_call @pmapc.psum(%x) {api_version = 4 : i32,
+      backend_config = {axes = ["data"]}} : (tensor<3xf32>) -> tensor<3xf32>
+    return %0, %1, %2 : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>
+  }
+}
+"""
+
+
+def test_combined_all_reduces(run_ir, rng) -> None:
+    x = random_input(rng, (2, 4, 3), "f32")
+    y = random_input(rng, (2, 4, 3), "f32")
+    sum_x, sum_y, sum_x_data = run_ir(COMBINED_ALL_REDUCES, x, y)
+    np.testing.assert_allclose(sum_x, np.broadcast_to(x.sum(1, keepdims=True), x.shape))
+    np.testing.assert_allclose(sum_y, np.broadcast_to(y.sum(1, keepdims=True), y.shape))
+    np.testing.assert_allclose(sum_x_data, np.broadcast_to(x.sum(0, keepdims=True), x.shape))
+
+
+def test_each_target_compiles_in_its_form(compile_ir, target) -> None:
+    executable = compile_ir(COMBINED_ALL_REDUCES)
+    assert executable.form == target

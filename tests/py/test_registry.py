@@ -5,9 +5,10 @@ import pathlib
 
 import pytest
 
+from pmapc.compiler import driver
 from pmapc.compiler.pipeline import parse_pipeline
 from pmapc.errors import PipelineError
-from pmapc.passes import PASSES, PIPELINES
+from pmapc.passes import DEFAULT_TARGET, PASSES, PIPELINES, TARGETS, expand_pipeline
 from pmapc.passes.base import summary
 
 LIT_PASSES = pathlib.Path(__file__).parents[1] / "lit" / "passes"
@@ -48,9 +49,26 @@ def test_pass_file_named_after_pass():
         assert pass_class.__module__.endswith(name.replace("-", "_"))
 
 
-def test_named_pipelines_expand_to_registered_passes():
-    for text in PIPELINES.values():
-        assert [p.name for p in parse_pipeline(text)] == text.split(",")
+@pytest.mark.parametrize("target", list(TARGETS))
+@pytest.mark.parametrize("name", list(PIPELINES))
+def test_named_pipelines_expand_to_registered_passes(name, target):
+    text = expand_pipeline(name, target)
+    assert [p.name for p in parse_pipeline(text)] == text.split(",")
+    assert [p.name for p in parse_pipeline(f"{name}{{target={target}}}")] == text.split(",")
+    assert text.split(",")[-1] == TARGETS[target]
+
+
+def test_pipelines_default_to_partitions():
+    assert DEFAULT_TARGET == "partitions"
+    for name in PIPELINES:
+        assert parse_pipeline(name)[-1].name == "to-partitions"
+    assert driver.default_passes()[-1].name == "to-partitions"
+
+
+@pytest.mark.parametrize("target", list(TARGETS))
+def test_default_passes_are_the_default_pipeline_for_a_target(target):
+    names = [p.name for p in driver.default_passes(target)]
+    assert names == expand_pipeline("pmapc-to-stablehlo", target).split(",")
 
 
 def test_pipeline_options_are_typed():
@@ -67,6 +85,8 @@ def test_pipeline_options_are_typed():
         ("flatten-maps{bogus=1}", "has no option 'bogus'"),
         ("flatten-maps{split-entry=maybe}", "takes true or false"),
         ("verify-axes,,", "malformed pass pipeline"),
+        ("pmapc-lower{bogus=1}", "pipeline 'pmapc-lower' has no option 'bogus'"),
+        ("pmapc-to-stablehlo{target=gpu}", "takes partitions or replicas, got 'gpu'"),
         ("to-partitions{first-channel=0}", "must be at least 1, got 0"),
         ("to-replicas{first-channel=1}", "has no option 'first-channel'"),
     ],

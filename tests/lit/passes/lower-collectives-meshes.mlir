@@ -10,7 +10,6 @@
 
 // A 1-D mesh: one group of all 8 devices; axis_index is the replica id.
 // CHECK-LABEL: module @over_i_on_8
-// CHECK-SAME: mhlo.num_replicas = 8 : i32
 // CHECK: %[[ID:.*]] = stablehlo.convert %{{.*}} : (tensor<ui32>) -> tensor<i32>
 // CHECK: "stablehlo.all_reduce"
 // CHECK-SAME{LITERAL}: replica_groups = dense<[[0, 1, 2, 3, 4, 5, 6, 7]]> : tensor<1x8xi64>
@@ -52,7 +51,6 @@ module @over_i_on_8 attributes {pmapc.mesh = {axis_names = ["i"], axis_sizes = a
 
 // 2x2, the inner axis: consecutive devices.
 // CHECK-LABEL: module @over_model_on_2x2
-// CHECK-SAME: mhlo.num_replicas = 4 : i32
 // CHECK: %[[ID:.*]] = stablehlo.convert %{{.*}} : (tensor<ui32>) -> tensor<i32>
 // CHECK: %[[SIZE0:.*]] = stablehlo.constant dense<2> : tensor<i32>
 // CHECK: %[[REM0:.*]] = stablehlo.remainder %[[ID]], %[[SIZE0]]
@@ -96,7 +94,6 @@ module @over_model_on_2x2 attributes {pmapc.mesh = {axis_names = ["data", "model
 
 // 2x2, the outer axis: devices one 'model' row apart.
 // CHECK-LABEL: module @over_data_on_2x2
-// CHECK-SAME: mhlo.num_replicas = 4 : i32
 // CHECK: %[[ID:.*]] = stablehlo.convert %{{.*}} : (tensor<ui32>) -> tensor<i32>
 // CHECK: %[[STRIDE0:.*]] = stablehlo.constant dense<2> : tensor<i32>
 // CHECK: %[[DIV0:.*]] = stablehlo.divide %[[ID]], %[[STRIDE0]]
@@ -140,7 +137,6 @@ module @over_data_on_2x2 attributes {pmapc.mesh = {axis_names = ["data", "model"
 
 // 2x2, both axes in nesting order: all devices in id order.
 // CHECK-LABEL: module @over_data_then_model_on_2x2
-// CHECK-SAME: mhlo.num_replicas = 4 : i32
 // CHECK: %[[ID:.*]] = stablehlo.convert %{{.*}} : (tensor<ui32>) -> tensor<i32>
 // CHECK: %[[STRIDE0:.*]] = stablehlo.constant dense<2> : tensor<i32>
 // CHECK: %[[DIV0:.*]] = stablehlo.divide %[[ID]], %[[STRIDE0]]
@@ -189,7 +185,6 @@ module @over_data_then_model_on_2x2 attributes {pmapc.mesh = {axis_names = ["dat
 
 // 2x2, both axes model-major: the group is ordered by 'model' first.
 // CHECK-LABEL: module @over_model_then_data_on_2x2
-// CHECK-SAME: mhlo.num_replicas = 4 : i32
 // CHECK: %[[ID:.*]] = stablehlo.convert %{{.*}} : (tensor<ui32>) -> tensor<i32>
 // CHECK: %[[SIZE0:.*]] = stablehlo.constant dense<2> : tensor<i32>
 // CHECK: %[[REM0:.*]] = stablehlo.remainder %[[ID]], %[[SIZE0]]
@@ -238,7 +233,6 @@ module @over_model_then_data_on_2x2 attributes {pmapc.mesh = {axis_names = ["dat
 
 // 2x4, the inner axis: consecutive devices.
 // CHECK-LABEL: module @over_model_on_2x4
-// CHECK-SAME: mhlo.num_replicas = 8 : i32
 // CHECK: %[[ID:.*]] = stablehlo.convert %{{.*}} : (tensor<ui32>) -> tensor<i32>
 // CHECK: %[[SIZE0:.*]] = stablehlo.constant dense<4> : tensor<i32>
 // CHECK: %[[REM0:.*]] = stablehlo.remainder %[[ID]], %[[SIZE0]]
@@ -282,7 +276,6 @@ module @over_model_on_2x4 attributes {pmapc.mesh = {axis_names = ["data", "model
 
 // 2x4, the outer axis: devices one 'model' row apart.
 // CHECK-LABEL: module @over_data_on_2x4
-// CHECK-SAME: mhlo.num_replicas = 8 : i32
 // CHECK: %[[ID:.*]] = stablehlo.convert %{{.*}} : (tensor<ui32>) -> tensor<i32>
 // CHECK: %[[STRIDE0:.*]] = stablehlo.constant dense<4> : tensor<i32>
 // CHECK: %[[DIV0:.*]] = stablehlo.divide %[[ID]], %[[STRIDE0]]
@@ -326,7 +319,6 @@ module @over_data_on_2x4 attributes {pmapc.mesh = {axis_names = ["data", "model"
 
 // 2x4, both axes in nesting order: all devices in id order.
 // CHECK-LABEL: module @over_data_then_model_on_2x4
-// CHECK-SAME: mhlo.num_replicas = 8 : i32
 // CHECK: %[[ID:.*]] = stablehlo.convert %{{.*}} : (tensor<ui32>) -> tensor<i32>
 // CHECK: %[[STRIDE0:.*]] = stablehlo.constant dense<4> : tensor<i32>
 // CHECK: %[[DIV0:.*]] = stablehlo.divide %[[ID]], %[[STRIDE0]]
@@ -375,7 +367,6 @@ module @over_data_then_model_on_2x4 attributes {pmapc.mesh = {axis_names = ["dat
 
 // 2x4, both axes model-major: the group is ordered by 'model' first.
 // CHECK-LABEL: module @over_model_then_data_on_2x4
-// CHECK-SAME: mhlo.num_replicas = 8 : i32
 // CHECK: %[[ID:.*]] = stablehlo.convert %{{.*}} : (tensor<ui32>) -> tensor<i32>
 // CHECK: %[[SIZE0:.*]] = stablehlo.constant dense<4> : tensor<i32>
 // CHECK: %[[REM0:.*]] = stablehlo.remainder %[[ID]], %[[SIZE0]]
@@ -424,7 +415,6 @@ module @over_model_then_data_on_2x4 attributes {pmapc.mesh = {axis_names = ["dat
 
 // 4x2, the inner axis: consecutive devices.
 // CHECK-LABEL: module @over_model_on_4x2
-// CHECK-SAME: mhlo.num_replicas = 8 : i32
 // CHECK: %[[ID:.*]] = stablehlo.convert %{{.*}} : (tensor<ui32>) -> tensor<i32>
 // CHECK: %[[SIZE0:.*]] = stablehlo.constant dense<2> : tensor<i32>
 // CHECK: %[[REM0:.*]] = stablehlo.remainder %[[ID]], %[[SIZE0]]
@@ -468,7 +458,6 @@ module @over_model_on_4x2 attributes {pmapc.mesh = {axis_names = ["data", "model
 
 // 4x2, the outer axis: devices one 'model' row apart.
 // CHECK-LABEL: module @over_data_on_4x2
-// CHECK-SAME: mhlo.num_replicas = 8 : i32
 // CHECK: %[[ID:.*]] = stablehlo.convert %{{.*}} : (tensor<ui32>) -> tensor<i32>
 // CHECK: %[[STRIDE0:.*]] = stablehlo.constant dense<2> : tensor<i32>
 // CHECK: %[[DIV0:.*]] = stablehlo.divide %[[ID]], %[[STRIDE0]]
@@ -512,7 +501,6 @@ module @over_data_on_4x2 attributes {pmapc.mesh = {axis_names = ["data", "model"
 
 // 4x2, both axes in nesting order: all devices in id order.
 // CHECK-LABEL: module @over_data_then_model_on_4x2
-// CHECK-SAME: mhlo.num_replicas = 8 : i32
 // CHECK: %[[ID:.*]] = stablehlo.convert %{{.*}} : (tensor<ui32>) -> tensor<i32>
 // CHECK: %[[STRIDE0:.*]] = stablehlo.constant dense<2> : tensor<i32>
 // CHECK: %[[DIV0:.*]] = stablehlo.divide %[[ID]], %[[STRIDE0]]
@@ -561,7 +549,6 @@ module @over_data_then_model_on_4x2 attributes {pmapc.mesh = {axis_names = ["dat
 
 // 4x2, both axes model-major: the group is ordered by 'model' first.
 // CHECK-LABEL: module @over_model_then_data_on_4x2
-// CHECK-SAME: mhlo.num_replicas = 8 : i32
 // CHECK: %[[ID:.*]] = stablehlo.convert %{{.*}} : (tensor<ui32>) -> tensor<i32>
 // CHECK: %[[SIZE0:.*]] = stablehlo.constant dense<2> : tensor<i32>
 // CHECK: %[[REM0:.*]] = stablehlo.remainder %[[ID]], %[[SIZE0]]
@@ -610,7 +597,6 @@ module @over_model_then_data_on_4x2 attributes {pmapc.mesh = {axis_names = ["dat
 
 // 2x2x2, the innermost axis.
 // CHECK-LABEL: module @over_z_on_2x2x2
-// CHECK-SAME: mhlo.num_replicas = 8 : i32
 // CHECK: %[[ID:.*]] = stablehlo.convert %{{.*}} : (tensor<ui32>) -> tensor<i32>
 // CHECK: %[[SIZE0:.*]] = stablehlo.constant dense<2> : tensor<i32>
 // CHECK: %[[REM0:.*]] = stablehlo.remainder %[[ID]], %[[SIZE0]]
@@ -654,7 +640,6 @@ module @over_z_on_2x2x2 attributes {pmapc.mesh = {axis_names = ["x", "y", "z"], 
 
 // 2x2x2, the middle axis: groups agree on 'x' and 'z'.
 // CHECK-LABEL: module @over_y_on_2x2x2
-// CHECK-SAME: mhlo.num_replicas = 8 : i32
 // CHECK: %[[ID:.*]] = stablehlo.convert %{{.*}} : (tensor<ui32>) -> tensor<i32>
 // CHECK: %[[STRIDE0:.*]] = stablehlo.constant dense<2> : tensor<i32>
 // CHECK: %[[DIV0:.*]] = stablehlo.divide %[[ID]], %[[STRIDE0]]
@@ -700,7 +685,6 @@ module @over_y_on_2x2x2 attributes {pmapc.mesh = {axis_names = ["x", "y", "z"], 
 
 // 2x2x2, the outermost axis.
 // CHECK-LABEL: module @over_x_on_2x2x2
-// CHECK-SAME: mhlo.num_replicas = 8 : i32
 // CHECK: %[[ID:.*]] = stablehlo.convert %{{.*}} : (tensor<ui32>) -> tensor<i32>
 // CHECK: %[[STRIDE0:.*]] = stablehlo.constant dense<4> : tensor<i32>
 // CHECK: %[[DIV0:.*]] = stablehlo.divide %[[ID]], %[[STRIDE0]]
@@ -744,7 +728,6 @@ module @over_x_on_2x2x2 attributes {pmapc.mesh = {axis_names = ["x", "y", "z"], 
 
 // 2x2x2, all axes in nesting order.
 // CHECK-LABEL: module @over_x_then_y_then_z_on_2x2x2
-// CHECK-SAME: mhlo.num_replicas = 8 : i32
 // CHECK: %[[ID:.*]] = stablehlo.convert %{{.*}} : (tensor<ui32>) -> tensor<i32>
 // CHECK: %[[STRIDE0:.*]] = stablehlo.constant dense<4> : tensor<i32>
 // CHECK: %[[DIV0:.*]] = stablehlo.divide %[[ID]], %[[STRIDE0]]
@@ -800,7 +783,6 @@ module @over_x_then_y_then_z_on_2x2x2 attributes {pmapc.mesh = {axis_names = ["x
 
 // 2x2x2, ('z', 'x'): one group per 'y', ordered 'z'-major.
 // CHECK-LABEL: module @over_z_then_x_on_2x2x2
-// CHECK-SAME: mhlo.num_replicas = 8 : i32
 // CHECK: %[[ID:.*]] = stablehlo.convert %{{.*}} : (tensor<ui32>) -> tensor<i32>
 // CHECK: %[[SIZE0:.*]] = stablehlo.constant dense<2> : tensor<i32>
 // CHECK: %[[REM0:.*]] = stablehlo.remainder %[[ID]], %[[SIZE0]]

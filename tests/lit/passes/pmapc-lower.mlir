@@ -1,13 +1,19 @@
-// RUN: pmapc opt %s --pass-pipeline='builtin.module(verify-axes,flatten-maps,lower-collectives)' --split-input-file | FileCheck %s
+// RUN: pmapc opt %s --pass-pipeline='builtin.module(pmapc-lower)' --split-input-file | FileCheck %s --check-prefixes=CHECK,PARTITIONS
+// RUN: pmapc opt %s --pass-pipeline='builtin.module(pmapc-lower{target=replicas})' --split-input-file | FileCheck %s --check-prefixes=CHECK,REPLICAS
 
 // The passes every program needs (the pmapc-lower pipeline), end to end: from
-// nested maps to StableHLO collectives with explicit replica groups.
+// nested maps to StableHLO collectives with explicit replica groups, in
+// partition form (the default target) or replica form. The groups are the
+// same in both: device positions in the mesh.
 
 // The example nest (examples/nested_2x4.mlir): inner collectives act within
 // a data row, the outer psum across rows, the tiled gather over all devices.
 // CHECK-LABEL: module @nested_2x4_example
-// CHECK-SAME: mhlo.num_replicas = 8 : i32
+// PARTITIONS-SAME: mhlo.num_partitions = 8 : i32, mhlo.num_replicas = 1 : i32
+// REPLICAS-SAME: mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 8 : i32
 // CHECK: "stablehlo.all_reduce"
+// PARTITIONS-SAME: channel_handle = #stablehlo.channel_handle<handle = 1, type = 1>
+// REPLICAS-NOT: channel_handle
 // CHECK-SAME{LITERAL}: replica_groups = dense<[[0, 1, 2, 3], [4, 5, 6, 7]]>
 // CHECK: "stablehlo.collective_permute"
 // CHECK-SAME{LITERAL}: source_target_pairs = dense<[[0, 1], [1, 2], [2, 3], [3, 0], [4, 5], [5, 6], [6, 7], [7, 4]]>
@@ -102,9 +108,12 @@ module @shadowed_axis_groups {
 // -----
 
 // axis_index(("model", "data")) on 4x2 = model_index * 4 + data_index,
-// although 'data' is the outer map.
+// although 'data' is the outer map. The device's mesh position is its
+// partition id in partition form, its replica id in replica form.
 // CHECK-LABEL: module @axis_index_over_tuple_4x2
-// CHECK: %[[ID:.*]] = stablehlo.convert %{{.*}} : (tensor<ui32>) -> tensor<i32>
+// PARTITIONS: %[[RAW:.*]] = stablehlo.partition_id : tensor<ui32>
+// REPLICAS: %[[RAW:.*]] = stablehlo.replica_id : tensor<ui32>
+// CHECK: %[[ID:.*]] = stablehlo.convert %[[RAW]] : (tensor<ui32>) -> tensor<i32>
 // CHECK: %[[FOUR:.*]] = stablehlo.constant dense<4> : tensor<i32>
 // CHECK: %[[SCALED:.*]] = stablehlo.multiply %{{.*}}, %[[FOUR]]
 // CHECK: %[[TWO:.*]] = stablehlo.constant dense<2> : tensor<i32>

@@ -1,11 +1,16 @@
 // RUN: pmapc opt --list-passes | FileCheck %s
 
 // --list-passes names each pass with its docstring's first line, then the
-// named pipelines. It needs no input.
+// named pipelines (for the default target) and their target option. It needs
+// no input.
 
 // CHECK: Passes:
 // CHECK: --verify-axes {{ *}}Check that maps and named-axis collectives are well formed and their axes bound.
 // CHECK: --flatten-maps {{ *}}Inline nested maps into one SPMD program over the device mesh.
 // CHECK: --lower-collectives {{ *}}Rewrite named-axis collectives into StableHLO collectives with replica groups.
+// CHECK: --to-partitions {{ *}}Put a lowered program in partition form
+// CHECK: --to-replicas {{ *}}Put a lowered program in replica form
 // CHECK: Pipelines:
-// CHECK: --pmapc-to-stablehlo {{ *}}verify-axes,flatten-maps,
+// CHECK: --pmapc-lower {{ *}}verify-axes,flatten-maps,lower-collectives,to-partitions{{$}}
+// CHECK: --pmapc-to-stablehlo {{ *}}verify-axes,flatten-maps,{{.*}},simplify,to-partitions{{$}}
+// CHECK: {target=partitions|replicas} (default partitions): the pipeline ends in to-partitions or to-replicas

@@ -1,4 +1,4 @@
-// RUN: pmapc opt %S/Inputs/psum_over_i.mlir --pass-pipeline='builtin.module(verify-axes,flatten-maps,lower-collectives)' --print-ir-after-all -o %t 2>&1 | FileCheck %s
+// RUN: pmapc opt %S/Inputs/psum_over_i.mlir --pass-pipeline='builtin.module(verify-axes,flatten-maps,lower-collectives,to-partitions)' --print-ir-after-all -o %t 2>&1 | FileCheck %s
 // RUN: FileCheck %s --input-file=%t --check-prefix=OUT
 
 // --print-ir-after-all prints mlir-opt's dump header and the module after each
@@ -12,11 +12,14 @@
 // CHECK-NOT: @pmapc.map
 // CHECK: @pmapc.psum
 // CHECK: // -----// IR Dump After LowerCollectivesPass (lower-collectives) //----- //
-// CHECK-NEXT: module @psum_over_i attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 2 : i32
+// CHECK-NEXT: module @psum_over_i attributes {pmapc.mesh
 // CHECK-NOT: @pmapc.psum
+// CHECK: "stablehlo.all_reduce"
+// CHECK: // -----// IR Dump After ToPartitionsPass (to-partitions) //----- //
+// CHECK-NEXT: module @psum_over_i attributes {mhlo.num_partitions = 2 : i32, mhlo.num_replicas = 1 : i32
 // CHECK: "stablehlo.all_reduce"
 // CHECK-NOT: IR Dump
 
-// OUT: module @psum_over_i attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 2 : i32
+// OUT: module @psum_over_i attributes {mhlo.num_partitions = 2 : i32, mhlo.num_replicas = 1 : i32
 // OUT-NOT: IR Dump
 // OUT: "stablehlo.all_reduce"

@@ -3,6 +3,9 @@
 // RUN: not pmapc opt %S/Inputs/psum_over_i.mlir --pass-pipeline='builtin.module(flatten-maps{split-entry=maybe})' 2>&1 | FileCheck %s --check-prefix=VALUE
 // RUN: not pmapc opt %S/Inputs/psum_over_i.mlir --pass-pipeline='builtin.module(verify-axes' 2>&1 | FileCheck %s --check-prefix=MALFORMED
 // RUN: not pmapc opt %S/Inputs/psum_over_i.mlir --verify-axes --pass-pipeline='builtin.module(verify-axes)' 2>&1 | FileCheck %s --check-prefix=BOTH
+// RUN: not pmapc opt %S/Inputs/psum_over_i.mlir --pass-pipeline='builtin.module(pmapc-lower{tagret=replicas})' 2>&1 | FileCheck %s --check-prefix=PIPELINE-OPTION
+// RUN: not pmapc opt %S/Inputs/psum_over_i.mlir --pass-pipeline='builtin.module(pmapc-to-stablehlo{target=gpu})' 2>&1 | FileCheck %s --check-prefix=TARGET
+// RUN: not pmapc opt %S/Inputs/psum_over_i.mlir --pass-pipeline='builtin.module(pmapc-lower,to-partitions{first-channel=0})' 2>&1 | FileCheck %s --check-prefix=CHANNEL
 
 // A bad pipeline is reported in one line before any input is read, with what
 // is known; no module is printed and no Python traceback shown.
@@ -21,3 +24,9 @@
 // MALFORMED: pmapc opt: error: malformed pass pipeline 'builtin.module(verify-axes'
 
 // BOTH: pmapc opt: error: give either --pass-pipeline or pass flags, not both
+
+// PIPELINE-OPTION: pmapc opt: error: pipeline 'pmapc-lower' has no option 'tagret'; its options are: target
+
+// TARGET: pmapc opt: error: option 'target' of pipeline 'pmapc-to-stablehlo' takes partitions or replicas, got 'gpu'
+
+// CHANNEL: pmapc opt: error: option 'first-channel' of pass 'to-partitions' must be at least 1, got 0
