@@ -1,9 +1,12 @@
-"""`pmapc run IN.mlir --input a.npy ... [-o OUTDIR]`: run a module on devices.
+"""`pmapc run IN.mlir --input a.npy ... [-o OUTDIR] [--target=partitions|replicas]`.
 
-The module may be pmapc IR (the default pipeline runs first) or the output of
-`pmapc opt --pmapc-to-stablehlo`. Inputs are the global arrays `@main` takes,
-one `.npy` file each, in order; outputs are written as OUTDIR/result<i>.npy.
-On CPU, pmapc provides as many virtual devices as the mesh needs.
+The module may be pmapc IR (the default pipeline runs first, ending in the
+pass of `--target`, default partitions) or a lowered module, the output of
+`pmapc opt --pmapc-to-stablehlo` in either form: it runs in the form it
+declares, or is converted to `--target` when one is given. Inputs are the
+global arrays `@main` takes, one `.npy` file each, in order; outputs are
+written as OUTDIR/result<i>.npy. On CPU, pmapc provides as many virtual
+devices as the mesh needs.
 """
 
 from __future__ import annotations
@@ -15,8 +18,11 @@ import zipfile
 
 import numpy as np
 
+from pmapc import dialect, ir
 from pmapc.compiler import driver, xla
+from pmapc.compiler.pipeline import parse_pipeline
 from pmapc.errors import PmapcError
+from pmapc.passes import DEFAULT_TARGET, TARGETS
 from pmapc.tools.common import read_input, report_error
 
 
@@ -28,6 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="a .npy file for the next argument of @main")
     parser.add_argument("-o", dest="outdir", default=".", help="folder for result<i>.npy")
     parser.add_argument("--backend", default=None, help="cpu, gpu or tpu (default: JAX's)")
+    parser.add_argument("--target", choices=list(TARGETS), default=None,
+                        help="the form to run in: partitions or replicas (default: for pmapc "
+                             f"IR {DEFAULT_TARGET}, for a lowered module the form it declares)")
     parser.add_argument("--print", dest="print_values", action="store_true",
                         help="also print the results")
     return parser
@@ -39,7 +48,7 @@ def main(argv: list[str]) -> int:
     if text is None:
         return 1
     try:
-        compilation = compile_module(text)
+        compilation = compile_module(text, args.target)
         arrays = [load_npy(path) for path in args.inputs]
         executable = prepare(compilation, args.backend)
         check_count(executable, arrays)
@@ -50,11 +59,22 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def compile_module(text: str):
-    """Run the default pipeline, unless the module is already lowered (it has a
-    mesh and no pmapc op left)."""
-    lowered_already = "pmapc.mesh" in text and "@pmapc." not in text
-    return driver.run_pipeline(text, passes=[] if lowered_already else None)
+def compile_module(text: str, target: str | None = None):
+    """Run the default pipeline for `target` on pmapc IR; a lowered module only
+    goes through the pass of `target`, when one is given."""
+    module = ir.parse_module(text, ir.make_context())
+    if not is_lowered(module):
+        return driver.run_pipeline(module, driver.default_passes(target or DEFAULT_TARGET))
+    passes = parse_pipeline(TARGETS[target]) if target else []
+    return driver.run_pipeline(module, passes=passes)
+
+
+def is_lowered(module) -> bool:
+    """Whether the passes already ran: the module has a mesh and no pmapc op."""
+    if dialect.read_mesh(module) is None:
+        return False
+    return not any(dialect.is_pmapc_op(op) for function in ir.functions(module).values()
+                   for op in ir.walk_custom_calls(function))
 
 
 def prepare(compilation, backend: str | None):

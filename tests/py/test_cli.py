@@ -7,6 +7,7 @@ import sys
 import numpy as np
 import pytest
 
+from pmapc.compiler import xla
 from pmapc.tools.main import main
 
 ROOT = pathlib.Path(__file__).parents[2]
@@ -91,9 +92,100 @@ def test_run_writes_results(tmp_path, capsys):
     assert main(["run", str(EXAMPLE_IR), "--input", str(tmp_path / "x.npy"),
                  "-o", str(tmp_path / "out")]) == 0
     result = np.load(tmp_path / "out" / "result0.npy")
-    # inner: psum over model, ppermute (a no-op on equal values), all_gather over
-    # (data, model) and slice [0:8] -> the data=0 row sum; outer: psum over data.
-    np.testing.assert_allclose(result, np.broadcast_to(2 * x[0].sum(axis=0), (2, 4, 8)))
+    np.testing.assert_allclose(result, example_result(x))
+
+
+def example_result(x: np.ndarray) -> np.ndarray:
+    """examples/nested_2x4.mlir on x. Inner: psum over model, ppermute (a no-op on
+    equal values), all_gather over (data, model) and slice [0:8] -> the data=0 row
+    sum; outer: psum over data."""
+    return np.broadcast_to(2 * x[0].sum(axis=0), (2, 4, 8))
+
+
+@pytest.fixture
+def compiled_forms(monkeypatch) -> list[str]:
+    """The form of every program `pmapc run` compiles, in order."""
+    forms: list[str] = []
+    for form, name in (("partitions", "compile_partitioned"), ("replicas", "compile_replicated")):
+        original = getattr(xla, name)
+
+        def record(module, devices, form=form, original=original):
+            forms.append(form)
+            return original(module, devices)
+
+        monkeypatch.setattr(xla, name, record)
+    return forms
+
+
+def lowered_example(tmp_path, capsys, pipeline: str) -> pathlib.Path:
+    path = tmp_path / "lowered.mlir"
+    assert main(["opt", str(EXAMPLE_IR), f"--pass-pipeline={pipeline}", "-o", str(path)]) == 0
+    capsys.readouterr()
+    return path
+
+
+@pytest.mark.parametrize(
+    ("pipeline", "target", "form"),
+    [
+        # pmapc IR: the pipeline runs first, for --target (default partitions).
+        (None, None, "partitions"),
+        (None, "partitions", "partitions"),
+        (None, "replicas", "replicas"),
+        # A lowered module runs in the form it declares, or is converted to --target.
+        ("pmapc-to-stablehlo", None, "partitions"),
+        ("pmapc-to-stablehlo{target=replicas}", None, "replicas"),
+        ("pmapc-lower{target=replicas}", "partitions", "partitions"),
+        ("pmapc-to-stablehlo", "replicas", "replicas"),
+    ],
+)
+def test_run_either_form(pipeline, target, form, tmp_path, capsys, compiled_forms):
+    x = np.arange(64, dtype=np.float32).reshape(2, 4, 8) / 4
+    np.save(tmp_path / "x.npy", x)
+    module = EXAMPLE_IR if pipeline is None else lowered_example(tmp_path, capsys, pipeline)
+    argv = ["run", str(module), "--input", str(tmp_path / "x.npy"), "-o", str(tmp_path / "out")]
+    argv += [] if target is None else [f"--target={target}"]
+    assert main(argv) == 0, capsys.readouterr().err
+    assert compiled_forms == [form]
+    np.testing.assert_allclose(np.load(tmp_path / "out" / "result0.npy"), example_result(x))
+
+
+def test_run_decides_from_the_module_not_its_text(tmp_path, capsys, compiled_forms):
+    """A comment that mentions pmapc ops does not make a lowered module pmapc IR."""
+    lowered = lowered_example(tmp_path, capsys, "pmapc-to-stablehlo{target=replicas}")
+    lowered.write_text("// was @pmapc.psum before pmapc.mesh was recorded\n"
+                       + lowered.read_text())
+    x = np.ones((2, 4, 8), np.float32)
+    np.save(tmp_path / "x.npy", x)
+    assert main(["run", str(lowered), "--input", str(tmp_path / "x.npy"),
+                 "-o", str(tmp_path / "out")]) == 0
+    assert compiled_forms == ["replicas"]
+
+
+@pytest.mark.parametrize(
+    ("counts", "message"),
+    [
+        ("mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 1 : i32",
+         "declares mhlo.num_partitions = 4, but its mesh data=2xmodel=4 has 8 device(s)"),
+        ("mhlo.num_partitions = 8 : i32, mhlo.num_replicas = 2 : i32",
+         "declares mhlo.num_replicas = 2 and mhlo.num_partitions = 8"),
+    ],
+)
+def test_run_checks_the_declared_device_counts(counts, message, tmp_path, capsys):
+    lowered = lowered_example(tmp_path, capsys, "pmapc-to-stablehlo")
+    text = lowered.read_text()
+    assert "mhlo.num_partitions = 8 : i32, mhlo.num_replicas = 1 : i32" in text
+    lowered.write_text(text.replace(
+        "mhlo.num_partitions = 8 : i32, mhlo.num_replicas = 1 : i32", counts))
+    np.save(tmp_path / "x.npy", np.ones((2, 4, 8), np.float32))
+    assert main(["run", str(lowered), "--input", str(tmp_path / "x.npy")]) == 1
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_run_rejects_an_unknown_target(capsys):
+    with pytest.raises(SystemExit):
+        main(["run", str(EXAMPLE_IR), "--target=gpu"])
+    assert "invalid choice: 'gpu'" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
