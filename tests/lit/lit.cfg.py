@@ -5,6 +5,9 @@ from the environment that runs lit: `pmapc` and `filecheck` next to
 `sys.executable` (a virtualenv's bin/), else from PATH.
 """
 
+# lit defines `config` and `lit_config` before it runs this file.
+# ruff: noqa: F821
+
 import os
 import shutil
 import sys

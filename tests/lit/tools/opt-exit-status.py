@@ -11,7 +11,8 @@ PMAPC, INPUTS = sys.argv[1], sys.argv[2]
 MALFORMED = "module {\n  func.func @main() {\n    %0 = stablehlo.bogus\n  }\n}\n"
 UNBOUND = """module @unbound {
   func.func public @main(%arg0: tensor<2xf32>) -> tensor<2xf32> {
-    %0 = stablehlo.custom_call @pmapc.psum(%arg0) {api_version = 4 : i32, backend_config = {axes = ["i"]}} : (tensor<2xf32>) -> tensor<2xf32>
+    %0 = stablehlo.custom_call @pmapc.psum(%arg0) {api_version = 4 : i32,
+           backend_config = {axes = ["i"]}} : (tensor<2xf32>) -> tensor<2xf32>
     return %0 : tensor<2xf32>
   }
 }
@@ -52,7 +53,8 @@ run("unknown_pass", ["-", "--pass-pipeline=builtin.module(nope)"], MALFORMED)
 
 # CHECK-LABEL: TEST: missing_input_file
 # CHECK-NEXT: exit status: 1
-# CHECK-NEXT: stderr: pmapc opt: error: could not open input file '{{.*}}no-such-file.mlir': no such file
+# CHECK-NEXT: stderr: pmapc opt: error: could not open input file
+# CHECK-SAME: '{{.*}}no-such-file.mlir': no such file
 run("missing_input_file", [f"{INPUTS}/no-such-file.mlir"])
 
 # CHECK-LABEL: TEST: unknown_flag
