@@ -8,14 +8,22 @@ lowering-rule context, jaxpr helpers) is imported here and nowhere else.
 
 from __future__ import annotations
 
+import functools
 import os
 
+import jax
+import numpy as np
 from jax._src import core as _core
+from jax._src import dispatch as _dispatch
+from jax._src import pjit as _pjit
 from jax._src import source_info_util as _source_info
+from jax._src.interpreters import ad as _ad
+from jax._src.interpreters import batching as _batching
 from jax._src.interpreters import mlir as _mlir
 from jax._src.interpreters import partial_eval as _pe
 from jax._src.lax import parallel as _parallel
 from jax.extend.core import Primitive
+from jax.sharding import NamedSharding, PartitionSpec
 
 from pmapc import ir
 
@@ -37,9 +45,11 @@ COLLECTIVE_PRIMITIVES = {
     "axis_index": _parallel.axis_index_p,
 }
 
-# Primitives that only mark a value as varying over axes: identities here.
+# Primitives that only mark how a value varies over axes or is laid out over
+# devices: identities in pmapc IR.
 IDENTITY_PRIMITIVES = tuple(
-    p for p in (getattr(_parallel, "pbroadcast_p", None), getattr(_core, "pvary_p", None)) if p
+    p for p in (getattr(_parallel, "pbroadcast_p", None), getattr(_core, "pvary_p", None),
+                _pjit.sharding_constraint_p) if p
 )
 
 
@@ -103,3 +113,89 @@ def raised_by_collective(tb) -> bool:
             return True
         tb = tb.tb_next
     return False
+
+
+# ----------------------------------------------------------------------------
+# What the map primitive needs from JAX's internals
+
+
+def compiled_impl(primitive):
+    """An impl rule that runs `primitive` the way JAX runs its own: jit-compiled."""
+    return functools.partial(_dispatch.apply_primitive, primitive)
+
+
+def lay_out_operands(operands, in_axes, mesh):
+    """Constrain each operand to be split over the mesh's outermost axis along its
+    mapped dimension (replicated if unmapped); the program is then placed on `mesh`."""
+    outer = mesh.axis_names[0]
+    laid_out = []
+    for operand, axis in zip(operands, in_axes):
+        dims = [None] * np.ndim(operand)
+        if axis is not None:
+            dims[axis] = outer
+        sharding = NamedSharding(mesh, PartitionSpec(*dims))
+        laid_out.append(jax.lax.with_sharding_constraint(operand, sharding))
+    return laid_out
+
+
+def jaxprs_in(params: dict):
+    """The jaxprs among a primitive's parameters (bodies of jit, cond, scan, ...)."""
+    return _core.jaxprs_in_params(params)
+
+
+def shape_dtype(aval) -> jax.ShapeDtypeStruct:
+    return jax.ShapeDtypeStruct(aval.shape, aval.dtype, weak_type=aval.weak_type)
+
+
+def lower_fun(fun):
+    """A lowering rule that lowers the JAX function `fun` in place."""
+    return _mlir.lower_fun(fun, multiple_results=True)
+
+
+# Autodiff and batching of the map primitive (lowering/map_rules.py).
+Zero = _ad.Zero
+UndefinedPrimal = _ad.UndefinedPrimal
+is_undefined_primal = _ad.is_undefined_primal
+instantiate_zeros = _ad.instantiate_zeros
+jvp_jaxpr = _ad.jvp_jaxpr
+partial_eval_jaxpr_nounits = _pe.partial_eval_jaxpr_nounits
+batch_jaxpr = _batching.batch_jaxpr
+JaxprTracer = _pe.JaxprTracer
+PartialVal = _pe.PartialVal
+new_eqn_recipe = _pe.new_eqn_recipe
+
+
+def backward_pass(closed: ClosedJaxpr, primals, cotangents) -> list:
+    """Cotangents of `closed`'s inputs (Zero where none); `primals` holds
+    UndefinedPrimal for the linear inputs."""
+    return _ad.backward_pass(closed.jaxpr, False, closed.consts, primals, cotangents)
+
+
+def axis_env(axis_name, axis_size):
+    """Bind `axis_name` while transforming a map's body (its collectives name it)."""
+    return _core.extend_axis_env_nd([(axis_name, axis_size)])
+
+
+def current_source_info():
+    return _source_info.current()
+
+
+partial_eval_jaxpr_custom = _pe.partial_eval_jaxpr_custom
+Var = _core.Var
+new_jaxpr_eqn = _core.new_jaxpr_eqn
+
+
+def register_map_rules(primitive, *, jvp, transpose, partial_eval, partial_eval_staged,
+                       batch) -> None:
+    """`partial_eval` splits a map being traced (grad, linearize); `partial_eval_staged`
+    splits a map already in a jaxpr (jax.checkpoint, scan's autodiff)."""
+    _ad.primitive_jvps[primitive] = jvp
+    _ad.primitive_transposes[primitive] = transpose
+    _pe.custom_partial_eval_rules[primitive] = partial_eval
+    _pe.partial_eval_jaxpr_custom_rules[primitive] = partial_eval_staged
+    _batching.fancy_primitive_batchers[primitive] = batch
+
+
+def tangent_zero(primal) -> Zero:
+    """The symbolic zero tangent of a primal value."""
+    return Zero(_core.typeof(primal).to_tangent_aval())

@@ -22,16 +22,22 @@ def _relocated(error: PmapcError, filename: str, line: int) -> PmapcError:
     return located
 
 
-def from_traceback(error: PmapcError, tb: types.TracebackType | None) -> PmapcError:
-    """`error` with the innermost user frame of `tb` in front of its message."""
-    user_frame = None
+def innermost_user_line(tb: types.TracebackType | None) -> tuple[str, int] | None:
+    """(file, line) of the innermost frame of `tb` in the user's code, if any."""
+    found = None
     while tb is not None:
         if jax_api.is_user_file(tb.tb_frame.f_code.co_filename):
-            user_frame = tb
+            found = (tb.tb_frame.f_code.co_filename, tb.tb_lineno)
         tb = tb.tb_next
-    if user_frame is None:
+    return found
+
+
+def from_traceback(error: PmapcError, tb: types.TracebackType | None) -> PmapcError:
+    """`error` with the innermost user frame of `tb` in front of its message."""
+    where = innermost_user_line(tb)
+    if where is None:
         return at_user_call_site(error)
-    return _relocated(error, user_frame.tb_frame.f_code.co_filename, user_frame.tb_lineno)
+    return _relocated(error, *where)
 
 
 def at_user_call_site(error: PmapcError) -> PmapcError:

@@ -1,10 +1,17 @@
 """The `pmapc_map` primitive and the lowering of JAX collectives to pmapc IR.
 
-Calling a `pmapc.pmap` function inside another one's body binds `map_p`
-with the traced body as a parameter. Lowering turns `map_p` into
-`@pmapc.map` calling the body lowered as a private function, and each JAX
-collective primitive into its `@pmapc.<kind>` op (docs/ir.md): the named
-axes stay named for the passes.
+Every `pmapc.pmap` call, outermost or nested, binds `map_p` with the traced
+body as a parameter. The outermost map also carries `mesh`: the devices the
+whole nest runs on (nested maps have `mesh=None`).
+
+Two lowerings exist:
+- into pmapc IR (`pmapc_ir_rules`, used while tracing a program for the
+  passes): `map_p` becomes `@pmapc.map` calling the body lowered as a private
+  function, and each JAX collective its `@pmapc.<kind>` op (docs/ir.md);
+- inside `jax.jit` (the registered rule): an outermost map goes through
+  pmapc's passes and is embedded in JAX's module (`compiler/embed.py`).
+
+Autodiff and batching rules live in `lowering/map_rules.py`.
 """
 
 from __future__ import annotations
@@ -17,15 +24,21 @@ map_p = jax_api.Primitive("pmapc_map")
 map_p.multiple_results = True
 
 
-def bind_map(operands, *, jaxpr, axis_name, axis_size, in_axes, out_axes, name):
-    """Bind `map_p`; `jaxpr` is the body, closed over nothing (constants are operands)."""
+def bind_map(operands, *, jaxpr, axis_name, axis_size, in_axes, out_axes, name, mesh=None):
+    """Bind `map_p`; `jaxpr` is the body, closed over nothing (constants are operands).
+
+    An outermost map (`mesh` given) first lays its operands out over the
+    mesh's outermost axis, so `jax.jit` places the program on the mesh.
+    """
+    if mesh is not None:
+        operands = jax_api.lay_out_operands(operands, in_axes, mesh)
     return map_p.bind(
         *operands, jaxpr=jaxpr, axis_name=axis_name, axis_size=axis_size,
-        in_axes=tuple(in_axes), out_axes=tuple(out_axes), name=name,
+        in_axes=tuple(in_axes), out_axes=tuple(out_axes), name=name, mesh=mesh,
     )
 
 
-def _map_abstract_eval(*avals, jaxpr, axis_name, axis_size, in_axes, out_axes, name):
+def _map_abstract_eval(*avals, jaxpr, axis_name, axis_size, in_axes, out_axes, name, mesh):
     outs = []
     for aval, out_axis in zip(jaxpr.out_avals, out_axes):
         shape = shapes.mapped_result_shape(aval.shape, out_axis, axis_size, axis_name)
@@ -33,12 +46,27 @@ def _map_abstract_eval(*avals, jaxpr, axis_name, axis_size, in_axes, out_axes, n
     return outs
 
 
-def _map_impl(*args, **params):
-    raise AxisError("a pmapc map can only run inside a pmapc.pmap program; call the "
-                    "outermost pmapc.pmap function directly")
+def _map_lowering(ctx, *operands, mesh, **params):
+    """Lowering inside `jax.jit`: the outermost map through pmapc's passes."""
+    if mesh is None:
+        raise AxisError(f"the map over '{params['axis_name']}' is lowered outside the "
+                        "pmapc.pmap program it belongs to; call it inside its outer map")
+    from pmapc.compiler import embed  # the compiler depends on this module, not back
+
+    return embed.lower_outermost(ctx, operands, mesh=mesh, **params)
 
 
-def _map_lowering(ctx, *operands, jaxpr, axis_name, axis_size, in_axes, out_axes, name):
+map_p.def_abstract_eval(_map_abstract_eval)
+map_p.def_impl(jax_api.compiled_impl(map_p))
+jax_api.register_lowering(map_p, _map_lowering)
+
+
+# ----------------------------------------------------------------------------
+# pmapc IR: maps -> @pmapc.map, JAX collectives -> @pmapc.<kind>
+
+
+def _map_to_pmapc_ir(ctx, *operands, jaxpr, axis_name, axis_size, in_axes, out_axes, name,
+                     mesh):
     callee = jax_api.lower_body(ctx, name, jaxpr)
     result_types = [jax_api.ir_type_of(ctx, aval) for aval in ctx.avals_out]
     attributes = {
@@ -49,15 +77,6 @@ def _map_lowering(ctx, *operands, jaxpr, axis_name, axis_size, in_axes, out_axes
     op = ir.create_op(dialect.CUSTOM_CALL, _flatten(operands), result_types, attributes,
                       loc=ir.Location.current, ip=ir.InsertionPoint.current)
     return op.results
-
-
-map_p.def_abstract_eval(_map_abstract_eval)
-map_p.def_impl(_map_impl)
-jax_api.register_lowering(map_p, _map_lowering)
-
-
-# ----------------------------------------------------------------------------
-# JAX collectives -> @pmapc.<kind>
 
 
 def _axes_of(params) -> tuple[tuple[str, ...], tuple[int, ...]]:
@@ -115,9 +134,14 @@ def _identity_rule(ctx, *operands, **params):
     return operands
 
 
-def collective_lowering_rules() -> list:
-    """(primitive, rule) pairs that lower JAX collectives to pmapc IR."""
-    rules = [(p, _collective_rule(kind)) for kind, p in jax_api.COLLECTIVE_PRIMITIVES.items()]
+def pmapc_ir_rules() -> list:
+    """(primitive, rule) pairs that lower a traced program to pmapc IR.
+
+    Maps become `@pmapc.map`, collectives `@pmapc.<kind>`; primitives that only
+    mark how values vary or are laid out are identities.
+    """
+    rules = [(map_p, _map_to_pmapc_ir)]
+    rules.extend((p, _collective_rule(kind)) for kind, p in jax_api.COLLECTIVE_PRIMITIVES.items())
     rules.extend((p, _identity_rule) for p in jax_api.IDENTITY_PRIMITIVES)
     return rules
 

@@ -1,10 +1,10 @@
 """Tracing `pmapc.pmap` calls: arguments to mapped leaves, bodies to jaxprs.
 
-The outermost call traces its body with `jax.make_jaxpr` under the map's
-axis, then lowers a one-op program (`map_p` of that body) to StableHLO: the
-pmapc IR, whose `@main` takes the user's whole arrays. A call made while a
-body is being traced is a nested map: it traces its own body the same way and
-binds `map_p` into the enclosing trace.
+Every call traces its body with `jax.make_jaxpr` under the map's axis and
+binds `map_p` with the body as a parameter. A call made while a body is being
+traced is a nested map; the outermost call also finds the nest's mesh. The
+pmapc IR of any traced function is its StableHLO with maps and collectives
+lowered to `@pmapc.*` ops (`pmapc_ir`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import numpy as np
 
 from pmapc import ir
 from pmapc.errors import ArgumentError, AxisError, ShapeError
-from pmapc.lowering import jax_api, primitives
+from pmapc.lowering import jax_api, placement, primitives
 
 _active = threading.local()
 
@@ -199,32 +199,33 @@ def trace_body(spec: MapSpec, call: MappedCall):
     return closed, out_tree, out_axes
 
 
-def bind(spec: MapSpec, call: MappedCall):
-    """Trace the body and bind `map_p`: (flat outputs, output tree)."""
+def bind(spec: MapSpec, call: MappedCall, *, devices=None, backend=None,
+         outermost: bool = False):
+    """Trace the body and bind `map_p`: (flat outputs, output tree).
+
+    The outermost map of a nest also finds the mesh the nest runs on (its
+    devices are `devices`, or the first ones of `backend`).
+    """
     closed, out_tree, out_axes = trace_body(spec, call)
     jaxpr, constants = jax_api.closure_to_arguments(closed)
+    in_axes = [None] * len(constants) + call.leaf_axes
+    mesh = None
+    if outermost:
+        mesh = placement.mesh_of_nest(jaxpr, spec.axis_name, call.axis_size, devices, backend)
     outs = primitives.bind_map(
         [*constants, *call.leaves], jaxpr=jaxpr, axis_name=spec.axis_name,
-        axis_size=call.axis_size, in_axes=[None] * len(constants) + call.leaf_axes,
-        out_axes=out_axes, name=symbol_name(spec.name),
+        axis_size=call.axis_size, in_axes=in_axes, out_axes=out_axes,
+        name=symbol_name(spec.name), mesh=mesh,
     )
     return outs, out_tree
 
 
-def lower_to_module(spec: MapSpec, call: MappedCall):
-    """The pmapc IR of an outermost call, as a module, and its output tree."""
-    output = {}
-
-    def program(*leaves):
-        outs, output["tree"] = bind(spec, dataclasses.replace(call, leaves=list(leaves)))
-        return outs
-
-    avals = [jax.ShapeDtypeStruct(np.shape(leaf), leaf.dtype) for leaf in call.leaves]
-    traced = jax.jit(program).trace(*avals)
-    params = jax_api.lowering_parameters(primitives.collective_lowering_rules())
+def pmapc_ir(traced, name: str) -> ir.Module:
+    """The pmapc IR of a traced function (a `jax.jit(...).trace(...)` result)."""
+    params = jax_api.lowering_parameters(primitives.pmapc_ir_rules())
     module = jax_api.stablehlo_module(traced.lower(_private_parameters=params))
-    clean_module(module, spec.name)
-    return module, output["tree"]
+    clean_module(module, name)
+    return module
 
 
 def symbol_name(name: str) -> str:

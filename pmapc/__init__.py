@@ -2,10 +2,12 @@
 
 `pmapc.pmap` is `jax.pmap` that nests: an outer map over one axis calling an
 inner map over another runs on a 2-D device mesh, with named-axis collectives
-along either axis or both.
+along either axis or both. It composes with `jax.jit`, `grad` and `vmap`;
+`pmapc.lower(f, *args)` shows the IR of every compiler stage for any function
+that calls it.
 """
 
-from pmapc.api import Compiled, Lowered, MappedFunction, pmap, use_host_devices
+from pmapc.api import Compiled, Lowered, MappedFunction, lower, pmap, use_host_devices
 from pmapc.errors import (
     ArgumentError,
     AxisError,
@@ -27,6 +29,7 @@ __all__ = [
     "PipelineError",
     "PmapcError",
     "ShapeError",
+    "lower",
     "pmap",
     "use_host_devices",
 ]

@@ -1,12 +1,15 @@
 """`pmapc.pmap`: jax.pmap's interface (JAX 0.4 semantics) for nested maps.
 
-The outermost `pmapc.pmap` call traces the whole nest to pmapc IR, compiles
-it once per (argument shapes and dtypes, static arguments, devices) and runs
-it on a device mesh; calls inside a mapped body become nested maps.
+Every `pmapc.pmap` call binds the map primitive (lowering/primitives.py). The
+outermost call runs through `jax.jit`: JAX traces it once per signature and,
+when it lowers the map, pmapc compiles the nest for its device mesh
+(compiler/embed.py). Calls inside a mapped body become nested maps.
+`pmapc.lower` stages any function that calls maps, with the IR of every stage.
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import threading
@@ -20,18 +23,19 @@ import pmapc.lowering
 import pmapc.passes
 from pmapc import ir
 from pmapc.compiler import driver, xla
+from pmapc.compiler.runtime import MAX_IN_FLIGHT
 from pmapc.errors import (
     ArgumentError,
-    AxisError,
     DeviceError,
     DiagnosticError,
     PmapcError,
-    ShapeError,
+    typed_error,
 )
-from pmapc.lowering import jax_api, trace
+from pmapc.lowering import jax_api, map_rules, trace
 from pmapc.lowering.locations import at_user_call_site, from_traceback
 
 jax_api.hide_from_locations(ir, pmapc.compiler, pmapc.lowering, pmapc.passes)
+assert map_rules  # imported for its registrations: autodiff and batching of maps
 
 
 def pmap(
@@ -48,8 +52,8 @@ def pmap(
 ):
     """Map `fun` over `axis_name`; nest calls to map over a device mesh.
 
-    Same arguments as `jax.pmap`. `donate_argnums` is accepted and ignored
-    (donation is a hint); `devices` is only allowed on the outermost map.
+    Same arguments as `jax.pmap`; `devices` is only allowed on the outermost
+    map, and `donate_argnums` donates the outermost map's arguments.
     """
     settings = dict(axis_name=axis_name, in_axes=in_axes, out_axes=out_axes,
                     static_broadcasted_argnums=static_broadcasted_argnums, devices=devices,
@@ -65,7 +69,12 @@ def use_host_devices(count: int) -> None:
 
 
 class MappedFunction:
-    """A function mapped with `pmapc.pmap`: call it, or `.lower(*args)` it."""
+    """A function mapped with `pmapc.pmap`: call it, or `.lower(*args)` it.
+
+    Called outside any map, it runs as a `jax.jit` of the outermost map (one
+    compilation per signature, JAX's dispatch, donation); called while an
+    enclosing map's body is traced, it binds a nested map.
+    """
 
     def __init__(self, fun, *, axis_name, in_axes, out_axes, static_broadcasted_argnums,
                  devices, backend, axis_size, donate_argnums):
@@ -82,31 +91,64 @@ class MappedFunction:
         )
         self.devices = devices
         self.backend = backend
-        self.donate_argnums = donate_argnums
-        self._cache: dict = {}
-        self._lock = threading.Lock()
+        self.donate_argnums = (donate_argnums,) if isinstance(donate_argnums, int) else tuple(
+            donate_argnums)
+        self._jitted = jax.jit(self._outermost_function(), inline=True,
+                               static_argnums=self.spec.static_argnums,
+                               donate_argnums=self.donate_argnums)
+        self._in_flight = InFlight()
 
     def __call__(self, *args):
         if trace.enclosing_axes():
             return self._call_nested(args)
-        key, leaves = self._signature_of(args)
+        if self.donate_argnums:
+            try:
+                check_donations(self.donate_argnums, args)
+            except PmapcError as error:
+                raise at_user_call_site(error) from None
         try:
-            compiled = self._cache.get(key)
-        except TypeError:  # an unhashable static argument: _compile_for says so
-            key, compiled = None, None
-        if compiled is None:
-            compiled = self._compile_for(args, key)
-        return compiled.run(leaves)
+            outputs = self._jitted(*args)
+        except (TypeError, ValueError) as error:
+            explained = None if isinstance(error, PmapcError) else self._argument_error(args)
+            if explained is None:
+                raise
+            raise at_user_call_site(explained) from None
+        self._in_flight.add(outputs)
+        return outputs
 
     def lower(self, *args) -> Lowered:
         """Trace and run the passes: the IR of every stage, ready to `.compile()`."""
         if trace.enclosing_axes():
             raise PmapcError("'.lower()' is for the outermost pmapc.pmap function; call "
                              "inner ones directly inside the outer body")
-        call = self._flatten(args)
-        return self._lower(call, record_stages=True)
+        return lower(self, *args)
 
-    # -- nested ----------------------------------------------------------------
+    def _outermost_function(self):
+        """The function `jax.jit` traces: this map, outermost, bound on its mesh."""
+
+        def outermost(*args):
+            call = self._flatten(args)
+            outs, out_tree = self._traced(functools.partial(
+                trace.bind, devices=self.devices, backend=self.backend, outermost=True), call)
+            return jax.tree_util.tree_unflatten(out_tree, outs)
+
+        outermost.__name__ = outermost.__qualname__ = self.spec.name
+        return outermost
+
+    def _argument_error(self, args) -> PmapcError | None:
+        """What is wrong with the arguments `jax.jit` refused, in pmapc's terms."""
+        try:
+            call = trace.flatten_call(self.spec, args)
+        except PmapcError as error:
+            return error
+        try:
+            hash(tuple(call.static_args.values()))
+        except TypeError:
+            return ArgumentError(
+                "static_broadcasted_argnums arguments must be hashable, got "
+                f"{[type(v).__name__ for v in call.static_args.values()]}; pass a tuple "
+                "or another hashable value")
+        return None
 
     def _call_nested(self, args):
         if self.devices is not None:
@@ -117,68 +159,11 @@ class MappedFunction:
         outs, out_tree = self._traced(trace.bind, call)
         return jax.tree_util.tree_unflatten(out_tree, outs)
 
-    # -- outermost -------------------------------------------------------------
-
     def _flatten(self, args) -> trace.MappedCall:
         try:
-            call = trace.flatten_call(self.spec, args)
-            check_donations(self.donate_argnums, args)
+            return trace.flatten_call(self.spec, args)
         except PmapcError as error:
             raise at_user_call_site(error) from None
-        if not trace.enclosing_axes() and any(jax_api.is_tracer(x) for x in call.leaves):
-            raise at_user_call_site(PmapcError(
-                f"the pmapc.pmap function '{self.spec.name}' was called inside a JAX "
-                "transformation (jax.jit, jax.grad, ...); pmapc compiles and runs the "
-                "outermost map itself: call it outside the transformation, or move the "
-                "transformation into the mapped function"))
-        return call
-
-    def _signature_of(self, args) -> tuple[object, list]:
-        """(cache key, leaves) of a call: argument structure, leaf types, shapes and
-        dtypes, and static arguments.
-
-        This is all a warm call computes before running: the full checks of
-        `_flatten` run only when a key is new.
-        """
-        statics = self.spec.static_argnums
-        dynamic = tuple(a for i, a in enumerate(args) if i not in statics) if statics else args
-        static = tuple(args[i] for i in statics if i < len(args))
-        leaves, tree = jax.tree_util.tree_flatten(dynamic)
-        if self.donate_argnums:
-            try:
-                check_donations(self.donate_argnums, args)
-            except PmapcError as error:
-                raise at_user_call_site(error) from None
-        kinds = tuple([(type(x), getattr(x, "shape", None), getattr(x, "dtype", None))
-                       for x in leaves])
-        return (tree, kinds, static), leaves
-
-    def _compile_for(self, args, key) -> Compiled:
-        """Check the call, trace, run the passes and compile (once per key)."""
-        with self._lock:
-            compiled = self._cache.get(key) if key is not None else None
-            if compiled is not None:
-                return compiled
-            call = self._flatten(args)
-            if key is None:
-                raise at_user_call_site(ArgumentError(
-                    "static_broadcasted_argnums arguments must be hashable, got "
-                    f"{[type(v).__name__ for v in call.static_args.values()]}; pass a tuple "
-                    "or another hashable value"))
-            compiled = self._lower(call, record_stages=False).compile()
-            self._cache[key] = compiled
-            return compiled
-
-    def _lower(self, call: trace.MappedCall, record_stages: bool) -> Lowered:
-        start = time.perf_counter()
-        module, out_tree = self._traced(trace.lower_to_module, call)
-        traced = time.perf_counter()
-        try:
-            compilation = driver.run_pipeline(module, record_stages=record_stages)
-        except DiagnosticError as error:
-            raise typed_error(error) from None
-        compilation.timings = {"trace": traced - start, **compilation.timings}
-        return Lowered(compilation, out_tree, self.devices, self.backend)
 
     def _traced(self, step, call):
         """Run a tracing step; its errors name the line of user code that caused them."""
@@ -188,14 +173,58 @@ class MappedFunction:
             raise from_traceback(error, error.__traceback__) from None
 
 
-_AXIS_MESSAGES = ("is not bound here", "names axis", "twice; name each axis", "sibling map")
+def lower(fun: Callable, *args, target: str = "partitions", **kwargs) -> Lowered:
+    """Trace any function that calls `pmapc.pmap` (a plain function, a `jax.jit` of
+    one, or a `pmapc.pmap` function) and run the passes for `target`.
+
+    Like `jax.make_jaxpr`, it stages the whole function: ops around the maps run
+    on every device of the mesh. The result has the IR of every stage.
+    """
+    start = time.perf_counter()
+    static_argnums: tuple[int, ...] = ()
+    if isinstance(fun, MappedFunction):
+        staged, devices, backend = fun._jitted, fun.devices, fun.backend
+        static_argnums = fun.spec.static_argnums
+    else:
+        staged, devices, backend = (fun if hasattr(fun, "trace") else jax.jit(fun)), None, None
+    traced = staged.trace(*args, **kwargs)
+    module = trace.pmapc_ir(traced, getattr(fun, "__name__", "program"))
+    traced_at = time.perf_counter()
+    try:
+        compilation = driver.run_pipeline(module, passes=driver.default_passes(target),
+                                          record_stages=True)
+    except DiagnosticError as error:
+        raise typed_error(error) from None
+    compilation.timings = {"trace": traced_at - start, **compilation.timings}
+    out_tree = jax.tree_util.tree_structure(traced.out_info)
+    return Lowered(compilation, out_tree, devices, backend, static_argnums)
+
+
+class InFlight:
+    """At most `runtime.MAX_IN_FLIGHT` eager runs queued: XLA:CPU's in-process
+    collectives deadlock when dozens of collective programs wait in its queue."""
+
+    def __init__(self):
+        self._runs: collections.deque = collections.deque()
+        self._lock = threading.Lock()
+
+    def add(self, outputs) -> None:
+        """Count a run by one of its outputs (they are ready together); wait for the
+        oldest run when too many are queued. Traced outputs are not runs."""
+        leaves = jax.tree_util.tree_leaves(outputs)
+        if not leaves or jax_api.is_tracer(leaves[0]):
+            return
+        with self._lock:
+            self._runs.append(leaves[0])
+            oldest = self._runs.popleft() if len(self._runs) > MAX_IN_FLIGHT else None
+        if oldest is not None:
+            oldest.block_until_ready()
 
 
 def check_donations(donate_argnums, args) -> None:
-    """Refuse a buffer donated twice (pmapc does not donate; a double donation is a bug)."""
-    argnums = (donate_argnums,) if isinstance(donate_argnums, int) else tuple(donate_argnums)
+    """Refuse a buffer donated twice: XLA cannot give one buffer to two outputs."""
     seen: dict[int, int] = {}
-    for argnum in argnums:
+    for argnum in donate_argnums:
         if argnum >= len(args):
             continue
         for leaf in jax.tree_util.tree_leaves(args[argnum]):
@@ -206,17 +235,6 @@ def check_donations(donate_argnums, args) -> None:
             seen[id(leaf)] = argnum
 
 
-def typed_error(error: DiagnosticError) -> PmapcError:
-    """A DiagnosticError from the passes as an AxisError or ShapeError at the user's line."""
-    diagnostic = error.diagnostics[0]
-    kind = AxisError if any(m in diagnostic.message for m in _AXIS_MESSAGES) else ShapeError
-    if diagnostic.loc is None:
-        return kind(diagnostic.message)
-    located = kind(f"{diagnostic.loc.file}:{diagnostic.loc.line}: {diagnostic.message}")
-    located.user_location = (diagnostic.loc.file, diagnostic.loc.line)
-    return located
-
-
 @dataclasses.dataclass
 class Lowered:
     """A traced program and the IR after each stage."""
@@ -225,6 +243,7 @@ class Lowered:
     out_tree: object
     devices: Sequence[jax.Device] | None
     backend: str | None
+    static_argnums: tuple[int, ...] = ()
 
     @property
     def stages(self) -> dict[str, str]:
@@ -247,26 +266,29 @@ class Lowered:
                                                     self.backend)
         except DeviceError as error:
             raise at_user_call_site(error) from None
-        return Compiled(executable, self.out_tree)
+        return Compiled(executable, self.out_tree, self.static_argnums)
 
 
 class Compiled:
     """An XLA executable for one signature; call it with the same kinds of arguments."""
 
-    def __init__(self, executable, out_tree):
+    def __init__(self, executable, out_tree, static_argnums: tuple[int, ...] = ()):
         self.executable = executable
         self.out_tree = out_tree
+        self.static_argnums = static_argnums
 
     def __call__(self, *args):
-        """Call with the (non-static) arguments of the signature this was compiled for."""
-        leaves = [trace.as_device_value(x) for x in jax.tree_util.tree_leaves(args)]
-        outputs = self.executable(*leaves)
+        """Call with the arguments of the signature this was compiled for; static
+        arguments may be passed again (they are ignored) or left out."""
+        leaves = jax.tree_util.tree_leaves(self._dynamic(args))
+        outputs = self.executable(*[trace.as_device_value(x) for x in leaves])
         return jax.tree_util.tree_unflatten(self.out_tree, outputs)
 
-    def run(self, leaves):
-        """Run on the flattened arguments of a call whose signature compiled this."""
-        outputs = self.executable.run(leaves)
-        return jax.tree_util.tree_unflatten(self.out_tree, outputs)
+    def _dynamic(self, args) -> tuple:
+        leaf_count = len(self.executable.arguments)
+        if not self.static_argnums or len(jax.tree_util.tree_leaves(args)) == leaf_count:
+            return args
+        return tuple(a for i, a in enumerate(args) if i not in self.static_argnums)
 
     def as_text(self) -> str:
         """The HLO XLA compiled, after its optimizations."""

@@ -79,3 +79,17 @@ class DeviceError(PmapcError):
 
 class PipelineError(PmapcError):
     """A pass pipeline string is malformed or names an unknown pass."""
+
+
+_AXIS_MESSAGES = ("is not bound here", "names axis", "twice; name each axis", "sibling map")
+
+
+def typed_error(error: DiagnosticError) -> PmapcError:
+    """A DiagnosticError from the passes as an AxisError or ShapeError at the user's line."""
+    diagnostic = error.diagnostics[0]
+    kind = AxisError if any(m in diagnostic.message for m in _AXIS_MESSAGES) else ShapeError
+    if diagnostic.loc is None:
+        return kind(diagnostic.message)
+    located = kind(f"{diagnostic.loc.file}:{diagnostic.loc.line}: {diagnostic.message}")
+    located.user_location = (diagnostic.loc.file, diagnostic.loc.line)
+    return located

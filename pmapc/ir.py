@@ -485,6 +485,41 @@ def channel_handle_attr(handle: int) -> ir.Attribute:
     return _stablehlo.ChannelHandle.get(int(handle), DEVICE_TO_DEVICE_CHANNEL)
 
 
+def embed_functions(text: str, target: ir.Module, symbol_table: ir.SymbolTable,
+                    prefix: str, new_channel) -> dict[str, str]:
+    """Parse module `text` into `target`'s context and move its functions into `target`.
+
+    Every function is renamed `prefix + name` and made private; collectives get
+    fresh channel handles from `new_channel()` (they must be unique in `target`).
+    Returns the old name -> new name of every function.
+    """
+    source = ir.Module.parse(text, context=target.context)
+    renamed = {}
+    for name in functions(source):
+        renamed[name] = prefix + name
+        ir.SymbolTable.replace_all_symbol_uses(name, renamed[name], source.operation)
+    for function in functions(source).values():
+        name = as_string(function.attributes["sym_name"])
+        function.attributes["sym_name"] = string_attr(renamed[name])
+        function.attributes["sym_visibility"] = string_attr("private")
+        for key in ("arg_attrs", "res_attrs"):
+            if key in function.attributes:
+                del function.attributes[key]
+        for op in walk(function):
+            if "channel_handle" in op.attributes:
+                op.attributes["channel_handle"] = channel_handle_attr(new_channel())
+        target.body.append(function)
+        symbol_table.insert(function)
+    return renamed
+
+
+def call_function(name: str, operands: Sequence[ir.Value], result_types: Sequence[ir.Type],
+                  *, loc: ir.Location, ip: ir.InsertionPoint) -> list[ir.Value]:
+    op = create_op("func.call", operands, result_types, {"callee": symbol_ref_attr(name)},
+                   loc=loc, ip=ip)
+    return list(op.results)
+
+
 # ----------------------------------------------------------------------------
 # Running a per-device program on its own: every mesh axis manual (Shardy)
 

@@ -192,18 +192,6 @@ def test_collective_shape_errors(body, keywords):
     raises_at_line(pmapc.ShapeError, lambda: nest(body)(X), line, *keywords)
 
 
-# -- transformations around the outermost map ---------------------------------------
-
-
-@pytest.mark.parametrize("transform", [jax.jit, jax.grad], ids=["jit", "grad"])
-def test_outermost_map_under_a_transformation(transform):
-    f = pmapc.pmap(lambda a: a.sum(), axis_name="data")
-    g = transform(lambda v: f(v).sum())
-    line = inspect.getsourcelines(test_outermost_map_under_a_transformation)[1] + 3
-    raises_at_line(pmapc.PmapcError, lambda: g(X), line,
-                   "inside a JAX transformation", "call it outside the transformation")
-
-
 # -- IR and the command line: a diagnostic on stderr, exit 1, no traceback ------------
 
 EXAMPLE = (pathlib.Path(__file__).parents[2] / "examples" / "nested_2x4.mlir").read_text()

@@ -70,7 +70,7 @@ def test_eight_threads_share_one_compilation():
     assert not errors
     for i in range(8):
         np.testing.assert_allclose(results[i], expected_step(inputs[i]))
-    assert len(step._cache) == 1
+    assert step._jitted._cache_size() == 1
 
 
 def rss_mib() -> float:

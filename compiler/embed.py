@@ -1,0 +1,116 @@
+"""An outermost map inside `jax.jit`: pmapc's per-device program in JAX's module.
+
+When JAX lowers a jitted function that holds an outermost `pmapc_map`, the
+map's lowering rule runs the whole pmapc compiler on that map and hands JAX
+the result:
+
+    trace      lowering/trace.py: the map as pmapc IR (a one-map `@main`)
+    passes     compiler/driver.py: the pipeline, ending in `to-partitions`
+    embed      a `jax.shard_map` over the nest's mesh, every axis manual, whose
+               body calls the per-device function inserted into JAX's module
+
+`pmapc.split` of each argument and result becomes the shard_map's in and out
+specs, so JAX places the inputs and assembles the outputs; everything around
+the map (other ops, `grad`, `vmap`, donation, dispatch) is JAX's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import itertools
+import math
+
+import jax
+from jax.sharding import PartitionSpec
+
+from pmapc import ir
+from pmapc.compiler import driver, runtime
+from pmapc.errors import DiagnosticError, PmapcError, typed_error
+from pmapc.lowering import jax_api, placement, primitives, trace
+from pmapc.lowering.locations import at_user_call_site
+
+spmd_call_p = jax_api.Primitive("pmapc_spmd_call")
+spmd_call_p.multiple_results = True
+
+_programs = itertools.count()
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class SpmdProgram:
+    """A map compiled for its mesh: the per-device module and how its values are split."""
+
+    text: str
+    in_specs: tuple[PartitionSpec, ...]
+    out_specs: tuple[PartitionSpec, ...]
+    block_avals_out: tuple
+
+
+def lower_outermost(ctx, operands, *, mesh, **params) -> list:
+    """The lowering rule of an outermost map (see the module docstring)."""
+    try:
+        mesh = placement.concrete(mesh)
+    except PmapcError as error:
+        raise at_user_call_site(error) from None
+    program = compile_map(ctx.avals_in, ctx.avals_out, mesh, params)
+    run = functools.partial(_run_on_mesh, program, mesh)
+    return jax_api.lower_fun(run)(ctx, *operands)
+
+
+def compile_map(avals_in, avals_out, mesh, params) -> SpmdProgram:
+    """Trace one map to pmapc IR and run the passes for the partition target."""
+
+    def one_map(*operands):
+        return primitives.map_p.bind(*operands, mesh=mesh, **params)
+
+    traced = jax.jit(one_map).trace(*[jax_api.shape_dtype(aval) for aval in avals_in])
+    module = trace.pmapc_ir(traced, params["name"])
+    try:
+        compilation = driver.run_pipeline(module, passes=driver.default_passes("partitions"))
+    except DiagnosticError as error:
+        raise typed_error(error) from None
+    if compilation.mesh != placement.pmapc_mesh(mesh):
+        raise PmapcError(f"pmapc bug: the passes found the mesh {compilation.mesh}, the "
+                         f"tracer {placement.pmapc_mesh(mesh)}; please report it")
+    arguments, results = runtime.signatures(compilation.module, compilation.mesh)
+    block_avals = [_block_aval(aval, sig.split, compilation.mesh)
+                   for aval, sig in zip(avals_out, results)]
+    return SpmdProgram(
+        text=ir.print_module(compilation.module, debug_info=True),
+        in_specs=tuple(sig.spec() for sig in arguments),
+        out_specs=tuple(sig.spec() for sig in results),
+        block_avals_out=tuple(block_avals),
+    )
+
+
+def _block_aval(aval, split, mesh):
+    shape = [size // math.prod(mesh.axis_size(a) for a in axes)
+             for size, axes in zip(aval.shape, split)]
+    return jax_api.ShapedArray(tuple(shape), aval.dtype, weak_type=aval.weak_type)
+
+
+def _run_on_mesh(program: SpmdProgram, mesh, *operands):
+    def body(*blocks):
+        return tuple(spmd_call_p.bind(*blocks, program=program))
+
+    return jax.shard_map(body, mesh=mesh, in_specs=program.in_specs,
+                         out_specs=program.out_specs, check_vma=False)(*operands)
+
+
+def _spmd_call_abstract_eval(*avals, program):
+    return list(program.block_avals_out)
+
+
+def _spmd_call_lowering(ctx, *blocks, program):
+    module_context = ctx.module_context
+    prefix = f"pmapc{next(_programs)}_"
+    names = ir.embed_functions(program.text, module_context.module,
+                               module_context.symbol_table, prefix,
+                               module_context.new_channel)
+    result_types = [jax_api.ir_type_of(ctx, aval) for aval in ctx.avals_out]
+    return ir.call_function(names["main"], list(blocks), result_types,
+                            loc=ir.Location.current, ip=ir.InsertionPoint.current)
+
+
+spmd_call_p.def_abstract_eval(_spmd_call_abstract_eval)
+jax_api.register_lowering(spmd_call_p, _spmd_call_lowering)
