@@ -134,10 +134,16 @@ def check_against_vmap(build: Callable[[Callable], Callable], *args, rtol: float
                        atol: float = 1e-6):
     """Build the program with `pmapc.pmap` and with `vmap_mapper`, run both on `args`, compare.
 
+    pmapc runs on both targets: called (through `jax.jit`, the partition form)
+    and compiled in replica form (`pmapc.lower(..., target="replicas")`).
     Returns pmapc's results as numpy arrays, for further checks.
     """
-    # np.asarray waits: XLA's CPU collectives can deadlock with many programs in flight.
-    actual = jax.tree_util.tree_map(np.asarray, build(pmapc.pmap)(*args))
+    program = build(pmapc.pmap)
     expected = build(vmap_mapper)(*args)
+    # np.asarray waits: XLA's CPU collectives can deadlock with many programs in flight.
+    actual = jax.tree_util.tree_map(np.asarray, program(*args))
     assert_tree_equal(actual, expected, rtol=rtol, atol=atol)
+    replicas = pmapc.lower(program, *args, target="replicas").compile()(*args)
+    assert_tree_equal(jax.tree_util.tree_map(np.asarray, replicas), expected, rtol=rtol,
+                      atol=atol)
     return actual
