@@ -124,18 +124,19 @@ def compiled_impl(primitive):
     return functools.partial(_dispatch.apply_primitive, primitive)
 
 
-def lay_out_operands(operands, in_axes, mesh):
-    """Constrain each operand to be split over the mesh's outermost axis along its
-    mapped dimension (replicated if unmapped); the program is then placed on `mesh`."""
-    outer = mesh.axis_names[0]
-    laid_out = []
-    for operand, axis in zip(operands, in_axes):
-        dims = [None] * np.ndim(operand)
-        if axis is not None:
-            dims[axis] = outer
-        sharding = NamedSharding(mesh, PartitionSpec(*dims))
-        laid_out.append(jax.lax.with_sharding_constraint(operand, sharding))
-    return laid_out
+def place_on_mesh(operands, mesh):
+    """The operands, marked as values of a program on `mesh`'s devices.
+
+    A sharding constraint on `mesh` with every dimension unconstrained: it
+    tells `jax.jit` which devices the program runs on and leaves the layout to
+    XLA's propagation from the map's own in-specs (which may split a value
+    over inner axes too).
+    """
+    placed = []
+    for operand in operands:
+        spec = PartitionSpec(*[PartitionSpec.UNCONSTRAINED] * np.ndim(operand))
+        placed.append(jax.lax.with_sharding_constraint(operand, NamedSharding(mesh, spec)))
+    return placed
 
 
 def jaxprs_in(params: dict):
@@ -199,3 +200,8 @@ def register_map_rules(primitive, *, jvp, transpose, partial_eval, partial_eval_
 def tangent_zero(primal) -> Zero:
     """The symbolic zero tangent of a primal value."""
     return Zero(_core.typeof(primal).to_tangent_aval())
+
+
+def tracing_is_idle() -> bool:
+    """Whether no JAX transformation is tracing (values are concrete arrays)."""
+    return _core.trace_state_clean()

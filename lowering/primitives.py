@@ -27,11 +27,11 @@ map_p.multiple_results = True
 def bind_map(operands, *, jaxpr, axis_name, axis_size, in_axes, out_axes, name, mesh=None):
     """Bind `map_p`; `jaxpr` is the body, closed over nothing (constants are operands).
 
-    An outermost map (`mesh` given) first lays its operands out over the
-    mesh's outermost axis, so `jax.jit` places the program on the mesh.
+    An outermost map (`mesh` given) first marks its operands as values on the
+    mesh, so `jax.jit` places the program on the mesh's devices.
     """
     if mesh is not None:
-        operands = jax_api.lay_out_operands(operands, in_axes, mesh)
+        operands = jax_api.place_on_mesh(operands, mesh)
     return map_p.bind(
         *operands, jaxpr=jaxpr, axis_name=axis_name, axis_size=axis_size,
         in_axes=tuple(in_axes), out_axes=tuple(out_axes), name=name, mesh=mesh,

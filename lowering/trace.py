@@ -21,13 +21,17 @@ from pmapc import ir
 from pmapc.errors import ArgumentError, AxisError, ShapeError
 from pmapc.lowering import jax_api, placement, primitives
 
-_active = threading.local()
+
+class _Active(threading.local):
+    def __init__(self):
+        self.axes: list[tuple[str, int]] = []
+
+
+_active = _Active()
 
 
 def enclosing_axes() -> list[tuple[str, int]]:
     """The (name, size) of every map whose body is being traced, outermost first."""
-    if not hasattr(_active, "axes"):
-        _active.axes = []
     return _active.axes
 
 

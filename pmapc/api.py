@@ -9,10 +9,8 @@ when it lowers the map, pmapc compiles the nest for its device mesh
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import functools
-import threading
 import time
 from collections.abc import Callable, Sequence
 
@@ -96,7 +94,12 @@ class MappedFunction:
         self._jitted = jax.jit(self._outermost_function(), inline=True,
                                static_argnums=self.spec.static_argnums,
                                donate_argnums=self.donate_argnums)
-        self._in_flight = InFlight()
+        # XLA:CPU's in-process collectives deadlock when dozens of collective
+        # programs wait in its queue: every MAX_IN_FLIGHT-th eager call waits for
+        # its result (a device runs its programs in order, so the earlier ones are
+        # done too). Anything more after a dispatch would compete with the devices
+        # for the host's cores.
+        self._calls = 0
 
     def __call__(self, *args):
         if trace.enclosing_axes():
@@ -113,7 +116,9 @@ class MappedFunction:
             if explained is None:
                 raise
             raise at_user_call_site(explained) from None
-        self._in_flight.add(outputs)
+        self._calls += 1
+        if self._calls % MAX_IN_FLIGHT == 0 and jax_api.tracing_is_idle():
+            jax.block_until_ready(outputs)  # bound the runs in flight (see __init__)
         return outputs
 
     def lower(self, *args) -> Lowered:
@@ -198,27 +203,6 @@ def lower(fun: Callable, *args, target: str = "partitions", **kwargs) -> Lowered
     compilation.timings = {"trace": traced_at - start, **compilation.timings}
     out_tree = jax.tree_util.tree_structure(traced.out_info)
     return Lowered(compilation, out_tree, devices, backend, static_argnums)
-
-
-class InFlight:
-    """At most `runtime.MAX_IN_FLIGHT` eager runs queued: XLA:CPU's in-process
-    collectives deadlock when dozens of collective programs wait in its queue."""
-
-    def __init__(self):
-        self._runs: collections.deque = collections.deque()
-        self._lock = threading.Lock()
-
-    def add(self, outputs) -> None:
-        """Count a run by one of its outputs (they are ready together); wait for the
-        oldest run when too many are queued. Traced outputs are not runs."""
-        leaves = jax.tree_util.tree_leaves(outputs)
-        if not leaves or jax_api.is_tracer(leaves[0]):
-            return
-        with self._lock:
-            self._runs.append(leaves[0])
-            oldest = self._runs.popleft() if len(self._runs) > MAX_IN_FLIGHT else None
-        if oldest is not None:
-            oldest.block_until_ready()
 
 
 def check_donations(donate_argnums, args) -> None:
