@@ -30,7 +30,7 @@ import compare  # noqa: E402
 import compile_scaling  # noqa: E402
 import report  # noqa: E402
 import workloads  # noqa: E402
-from pmapc.compiler import driver  # noqa: E402
+from pmapc.compiler.pipeline import default_pipeline  # noqa: E402
 
 ALL = ("W1", "W2", "W3", "W4", "dispatch")
 DEFAULT_JSON = Path(__file__).parent / "results" / "latest.json"
@@ -78,7 +78,7 @@ def environment(mode: str) -> dict:
         "devices": [str(d) for d in jax.devices()],
         "pmapc_commit": git("rev-parse", "HEAD"),
         "pmapc_uncommitted_changes": bool(git("status", "--porcelain", "--", ":!benchmarks")),
-        "pmapc_passes": [p.name for p in driver.default_passes()],
+        "pmapc_passes": [p.name for p in default_pipeline()],
     }
 
 

@@ -1,38 +1,26 @@
-"""The compiler driver: the whole pipeline, stage by stage.
+"""The compiler driver: from a traced module to something that runs.
 
-    trace                lowering/: the Python function -> pmapc IR
-    verify-axes          passes/: every axis bound, every shape right
-    flatten-maps         passes/: nested maps -> one SPMD program over the mesh
-    fold-gather-slice    passes/: a gather then a slice of one's own block cancel
-    sink-slices          passes/: arguments split over inner axes too
-    sink-gathers         passes/: results returned split, not gathered
-    lower-collectives    passes/: named collectives -> replica groups
-    combine-all-reduces  passes/: independent all_reduces -> one
-    simplify             passes/: canonicalize and cse
-    to-partitions        passes/: partition form (partition_id, channel handles),
-                         what jax.jit runs; or to-replicas: one replica per device
-    compile              compiler/xla.py: XLA, one partition (or replica) per device
-    execute              compiler/runtime.py: place inputs, run, assemble outputs
-
-The stage order is `pmapc-to-stablehlo` in passes/__init__.py's PIPELINES.
+    trace      lowering/trace.py: a Python function -> pmapc IR
+    passes     compiler/pipeline.py's `default_pipeline`: verify, flatten the
+               maps, move less data, lower the collectives, pick the target form
+    embed      compiler/embed.py: inside jax.jit, the per-device program in a
+               shard_map over the mesh (JAX compiles and runs it)
+    compile    compiler/xla.py: XLA, one partition (or replica) per device,
+               for `Lowered.compile()` and `pmapc run`
+    execute    compiler/runtime.py: place inputs, run, assemble outputs
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Sequence
 
 from pmapc import dialect, ir
 from pmapc.compiler import runtime
-from pmapc.compiler.pipeline import DEFAULT_PIPELINE, parse_pipeline, run_passes
+from pmapc.compiler.pipeline import default_pipeline, run_passes
 from pmapc.mesh import Mesh
-from pmapc.passes import DEFAULT_TARGET
-
-
-def default_passes(target: str = DEFAULT_TARGET) -> list:
-    """The passes of the stages above, in order, ending in the pass of `target`
-    ("partitions" or "replicas"): the `pmapc-to-stablehlo{target=...}` pipeline."""
-    return parse_pipeline(f"{DEFAULT_PIPELINE}{{target={target}}}")
+from pmapc.passes import DEFAULT_TARGET, Pass
 
 
 @dataclasses.dataclass
@@ -67,9 +55,10 @@ class Compilation:
         return self.snapshots["pmapc"].get_asm(enable_debug_info=True)
 
 
-def run_pipeline(source: str | ir.Module, passes: list | None = None,
-                 record_stages: bool = False) -> Compilation:
-    """Run the passes (default: the whole pipeline) on pmapc IR, text or module."""
+def run_pipeline(source: str | ir.Module, passes: Sequence[Pass] | None = None,
+                 record_stages: bool = False, target: str = DEFAULT_TARGET) -> Compilation:
+    """Run `passes` (default: the default pipeline for `target`) on pmapc IR, text or
+    module."""
     module = source if isinstance(source, ir.Module) else ir.parse_module(
         source, ir.make_context())
     snapshots = {"pmapc": module.operation.clone(ip=False)} if record_stages else {}
@@ -83,7 +72,8 @@ def run_pipeline(source: str | ir.Module, passes: list | None = None,
             snapshots[pass_.name] = module.operation.clone(ip=False)
         clock[0] = time.perf_counter()
 
-    run_passes(module, default_passes() if passes is None else passes, after_pass=after)
+    run_passes(module, default_pipeline(target) if passes is None else passes,
+               after_pass=after)
     return Compilation(module, snapshots, timings)
 
 

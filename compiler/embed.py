@@ -66,7 +66,7 @@ def compile_map(avals_in, avals_out, mesh, params) -> SpmdProgram:
     traced = jax.jit(one_map).trace(*[jax_api.shape_dtype(aval) for aval in avals_in])
     module = trace.pmapc_ir(traced, params["name"])
     try:
-        compilation = driver.run_pipeline(module, passes=driver.default_passes("partitions"))
+        compilation = driver.run_pipeline(module, target="partitions")
     except DiagnosticError as error:
         raise typed_error(error) from None
     if compilation.mesh != placement.pmapc_mesh(mesh):

@@ -1,6 +1,8 @@
-"""Pass pipelines: parse a pipeline string and run it, verifying after each pass.
+"""The pipeline pmapc runs, pipeline strings, and running passes with verification.
 
-`builtin.module(verify-axes,flatten-maps{split-entry=false},lower-collectives)`
+`default_pipeline` is the one definition of the stages after tracing and
+their order; the driver, `pmapc opt`'s named pipelines and `--list-passes`
+read it. `builtin.module(verify-axes,flatten-maps{split-entry=false})`
 follows mlir-opt's textual form; the `builtin.module(...)` wrapper is optional
 and named pipelines (`pmapc-to-stablehlo`, `pmapc-lower{target=replicas}`)
 expand in place. A named pipeline's one option, `target`, picks the pass it
@@ -10,14 +12,57 @@ ends in (passes/__init__.py's TARGETS).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from pmapc import ir
 from pmapc.errors import Diagnostic, DiagnosticError, PipelineError
-from pmapc.passes import DEFAULT_TARGET, PASSES, PIPELINES, TARGETS, expand_pipeline
+from pmapc.passes import DEFAULT_TARGET, PASSES, TARGETS, Pass
 from pmapc.passes.base import from_options
+from pmapc.passes.combine_all_reduces import CombineAllReducesPass
+from pmapc.passes.flatten_maps import FlattenMapsPass
+from pmapc.passes.fold_gather_slice import FoldGatherSlicePass
+from pmapc.passes.lower_collectives import LowerCollectivesPass
+from pmapc.passes.simplify import SimplifyPass
+from pmapc.passes.sink_gathers import SinkGathersPass
+from pmapc.passes.sink_slices import SinkSlicesPass
+from pmapc.passes.verify_axes import VerifyAxesPass
 
-DEFAULT_PIPELINE = "pmapc-to-stablehlo"
+
+def default_pipeline(target: str = DEFAULT_TARGET) -> tuple[Pass, ...]:
+    """`pmapc-to-stablehlo`: every stage after tracing, in order."""
+    return (
+        VerifyAxesPass(),         # every axis bound, every shape right
+        FlattenMapsPass(),        # nested maps -> one SPMD program over the mesh
+        FoldGatherSlicePass(),    # a gather then a slice of one's own block cancel
+        SinkSlicesPass(),         # arguments split over inner axes too
+        SinkGathersPass(),        # results returned split, not gathered
+        LowerCollectivesPass(),   # named collectives -> groups of mesh positions
+        CombineAllReducesPass(),  # independent all_reduces -> one
+        SimplifyPass(),           # canonicalize and cse
+        TARGETS[target](),        # the partition form jax.jit runs, or the replica form
+    )
+
+
+# The stages every program needs; the others only move less data.
+REQUIRED: tuple[type[Pass], ...] = (VerifyAxesPass, FlattenMapsPass, LowerCollectivesPass,
+                                    *TARGETS.values())
+
+
+def lowering_pipeline(target: str = DEFAULT_TARGET) -> tuple[Pass, ...]:
+    """`pmapc-lower`: the required stages of the default pipeline, in its order."""
+    return tuple(p for p in default_pipeline(target) if isinstance(p, REQUIRED))
+
+
+# Named pipelines, usable wherever a pass name is: `pmapc-lower{target=replicas}`.
+PIPELINES: dict[str, Callable[[str], tuple[Pass, ...]]] = {
+    "pmapc-lower": lowering_pipeline,
+    "pmapc-to-stablehlo": default_pipeline,
+}
+
+
+def describe(name: str, target: str = DEFAULT_TARGET) -> str:
+    """A named pipeline's passes, comma-separated (for --list-passes and --help)."""
+    return ",".join(p.name for p in PIPELINES[name](target))
 
 _ELEMENT = re.compile(r"\s*([A-Za-z0-9_.-]+)\s*(\{[^}]*\})?\s*(,|$)")
 
@@ -43,7 +88,7 @@ def parse_pipeline(text: str) -> list:
 
 def _instantiate(name: str, options: dict[str, str], text: str) -> list:
     if name in PIPELINES:
-        return parse_pipeline(expand_pipeline(name, _pipeline_target(name, options)))
+        return list(PIPELINES[name](_pipeline_target(name, options)))
     if name not in PASSES:
         known = ", ".join([*PASSES, *PIPELINES])
         raise PipelineError(f"unknown pass '{name}' in pipeline '{text}'; known passes: {known}")
@@ -78,7 +123,8 @@ def _parse_options(text: str) -> dict[str, str]:
 AfterPass = Callable[[object, ir.Module], None]
 
 
-def run_passes(module: ir.Module, passes: list, after_pass: AfterPass | None = None) -> None:
+def run_passes(module: ir.Module, passes: Sequence[Pass],
+               after_pass: AfterPass | None = None) -> None:
     """Run `passes` in order, verifying the IR after each one that changed it.
 
     A pass that leaves invalid IR is a compiler bug: the error names the pass

@@ -196,8 +196,7 @@ def lower(fun: Callable, *args, target: str = "partitions", **kwargs) -> Lowered
     module = trace.pmapc_ir(traced, getattr(fun, "__name__", "program"))
     traced_at = time.perf_counter()
     try:
-        compilation = driver.run_pipeline(module, passes=driver.default_passes(target),
-                                          record_stages=True)
+        compilation = driver.run_pipeline(module, target=target, record_stages=True)
     except DiagnosticError as error:
         raise typed_error(error) from None
     compilation.timings = {"trace": traced_at - start, **compilation.timings}

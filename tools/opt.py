@@ -15,9 +15,9 @@ import re
 import sys
 
 from pmapc import ir
-from pmapc.compiler.pipeline import parse_pipeline, run_passes
+from pmapc.compiler.pipeline import PIPELINES, describe, parse_pipeline, run_passes
 from pmapc.errors import DiagnosticError, PipelineError
-from pmapc.passes import DEFAULT_TARGET, PASSES, PIPELINES, TARGETS, expand_pipeline
+from pmapc.passes import DEFAULT_TARGET, PASSES, TARGETS
 from pmapc.passes.base import summary
 from pmapc.tools import diagnostics
 from pmapc.tools.common import read_input, write_output
@@ -34,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--pass-pipeline", help="e.g. 'builtin.module(verify-axes,flatten-maps)'")
     for name in [*PASSES, *PIPELINES]:
         helptext = summary(PASSES[name]) if name in PASSES else (
-            f"the pipeline {expand_pipeline(name)}")
+            f"the pipeline {describe(name)}")
         parser.add_argument(f"--{name}", dest="pass_flags", action="append_const", const=name,
                             help=helptext)
     parser.add_argument("--print-ir-after-all", action="store_true",
@@ -128,8 +128,8 @@ def list_passes() -> int:
         print(f"  --{name:<20} {summary(pass_class)}")
     print("Pipelines:")
     for name in PIPELINES:
-        print(f"  --{name:<20} {expand_pipeline(name)}")
+        print(f"  --{name:<20} {describe(name)}")
     choices = "|".join(TARGETS)
-    ends = " or ".join(TARGETS.values())
+    ends = " or ".join(target.name for target in TARGETS.values())
     print(f"  {{target={choices}}} (default {DEFAULT_TARGET}): the pipeline ends in {ends}")
     return 0

@@ -20,7 +20,6 @@ import numpy as np
 
 from pmapc import dialect, ir
 from pmapc.compiler import driver, xla
-from pmapc.compiler.pipeline import parse_pipeline
 from pmapc.errors import PmapcError
 from pmapc.passes import DEFAULT_TARGET, TARGETS
 from pmapc.tools.common import read_input, report_error
@@ -64,8 +63,8 @@ def compile_module(text: str, target: str | None = None):
     goes through the pass of `target`, when one is given."""
     module = ir.parse_module(text, ir.make_context())
     if not is_lowered(module):
-        return driver.run_pipeline(module, driver.default_passes(target or DEFAULT_TARGET))
-    passes = parse_pipeline(TARGETS[target]) if target else []
+        return driver.run_pipeline(module, target=target or DEFAULT_TARGET)
+    passes = [TARGETS[target]()] if target else []
     return driver.run_pipeline(module, passes=passes)
 
 

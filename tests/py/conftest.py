@@ -35,8 +35,7 @@ _use_host_devices(NUM_CPU_DEVICES)
 
 # Imported after the device count is set: these modules import JAX's runtime.
 from pmapc import dialect, ir  # noqa: E402
-from pmapc.compiler import driver  # noqa: E402
-from pmapc.compiler.pipeline import parse_pipeline, run_passes  # noqa: E402
+from pmapc.compiler.pipeline import default_pipeline, parse_pipeline, run_passes  # noqa: E402
 from pmapc.compiler.runtime import Executable, pick_devices  # noqa: E402
 from pmapc.passes import DEFAULT_TARGET, TARGETS  # noqa: E402
 
@@ -46,7 +45,7 @@ def compile_text(text: str, pipeline: str | None = None,
     """Parse pmapc IR, run `pipeline` over it (default: the whole pipeline for `target`)
     and compile it for the first mesh-size devices."""
     module = ir.parse_module(text, ir.make_context())
-    run_passes(module, driver.default_passes(target) if pipeline is None
+    run_passes(module, default_pipeline(target) if pipeline is None
                else parse_pipeline(pipeline))
     mesh = dialect.read_mesh(module)
     assert mesh is not None, "the pipeline did not record a mesh; does it run flatten-maps?"

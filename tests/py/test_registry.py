@@ -2,16 +2,23 @@
 
 import dataclasses
 import pathlib
+import re
 
 import pytest
 
-from pmapc.compiler import driver
-from pmapc.compiler.pipeline import parse_pipeline
+from pmapc.compiler.pipeline import (
+    PIPELINES,
+    default_pipeline,
+    describe,
+    lowering_pipeline,
+    parse_pipeline,
+)
 from pmapc.errors import PipelineError
-from pmapc.passes import DEFAULT_TARGET, PASSES, PIPELINES, TARGETS, expand_pipeline
+from pmapc.passes import DEFAULT_TARGET, PASSES, TARGETS
 from pmapc.passes.base import summary
 
-LIT_PASSES = pathlib.Path(__file__).parents[1] / "lit" / "passes"
+ROOT = pathlib.Path(__file__).parents[2]
+LIT_PASSES = ROOT / "tests" / "lit" / "passes"
 
 
 @pytest.mark.parametrize("name", list(PASSES))
@@ -51,24 +58,41 @@ def test_pass_file_named_after_pass():
 
 @pytest.mark.parametrize("target", list(TARGETS))
 @pytest.mark.parametrize("name", list(PIPELINES))
-def test_named_pipelines_expand_to_registered_passes(name, target):
-    text = expand_pipeline(name, target)
-    assert [p.name for p in parse_pipeline(text)] == text.split(",")
-    assert [p.name for p in parse_pipeline(f"{name}{{target={target}}}")] == text.split(",")
-    assert text.split(",")[-1] == TARGETS[target]
+def test_named_pipelines_are_registered_passes_ending_in_the_target(name, target):
+    passes = PIPELINES[name](target)
+    assert all(PASSES[p.name] is type(p) for p in passes)
+    assert [p.name for p in parse_pipeline(describe(name, target))] == [p.name for p in passes]
+    assert [p.name for p in parse_pipeline(f"{name}{{target={target}}}")] == [
+        p.name for p in passes]
+    assert type(passes[-1]) is TARGETS[target]
 
 
 def test_pipelines_default_to_partitions():
     assert DEFAULT_TARGET == "partitions"
     for name in PIPELINES:
         assert parse_pipeline(name)[-1].name == "to-partitions"
-    assert driver.default_passes()[-1].name == "to-partitions"
+    assert default_pipeline()[-1].name == "to-partitions"
 
 
-@pytest.mark.parametrize("target", list(TARGETS))
-def test_default_passes_are_the_default_pipeline_for_a_target(target):
-    names = [p.name for p in driver.default_passes(target)]
-    assert names == expand_pipeline("pmapc-to-stablehlo", target).split(",")
+def test_lowering_pipeline_keeps_the_default_order():
+    order = [p.name for p in default_pipeline()]
+    lowering = [p.name for p in lowering_pipeline()]
+    assert lowering == [name for name in order if name in lowering]
+    assert lowering == ["verify-axes", "flatten-maps", "lower-collectives", "to-partitions"]
+
+
+def test_every_pass_is_in_a_pipeline():
+    in_pipelines = {p.name for target in TARGETS for p in default_pipeline(target)}
+    assert in_pipelines == set(PASSES)
+
+
+def test_docs_list_the_passes_in_pipeline_order():
+    """docs/ir.md's passes table follows default_pipeline (then the other target)."""
+    table = (ROOT / "docs" / "ir.md").read_text().split("## The passes", 1)[1]
+    documented = re.findall(r"^\| `([a-z-]+)[`{]", table, flags=re.M)
+    order = [p.name for p in default_pipeline("partitions")] + ["to-replicas"]
+    assert documented[: len(order)] == order
+    assert documented[len(order):] == list(PIPELINES)
 
 
 def test_pipeline_options_are_typed():
