@@ -35,9 +35,8 @@ class CombineAllReducesPass:
 def all_reduces_by_block(module: ir.Module) -> list[list[ir.Operation]]:
     """The all_reduces of each block that holds two or more, in program order."""
     by_block: dict[ir.Block, list[ir.Operation]] = {}
-    for function in ir.functions(module).values():
-        for op in ir.walk_named(function, "stablehlo.all_reduce"):
-            by_block.setdefault(op.block, []).append(op)
+    for op in ir.ops_in_functions(module, "stablehlo.all_reduce"):
+        by_block.setdefault(op.block, []).append(op)
     return [ops for ops in by_block.values() if len(ops) > 1]
 
 

@@ -23,8 +23,7 @@ class FoldGatherSlicePass:
     name: ClassVar[str] = "fold-gather-slice"
 
     def run(self, module: ir.Module) -> bool:
-        slices = [op for f in ir.functions(module).values()
-                  for op in ir.walk_named(f, "stablehlo.dynamic_slice")]
+        slices = ir.ops_in_functions(module, "stablehlo.dynamic_slice")
         changed = False
         for op in slices:
             changed |= fold(op)

@@ -33,7 +33,7 @@ class LowerCollectivesPass:
     name: ClassVar[str] = "lower-collectives"
 
     def run(self, module: ir.Module) -> bool:
-        ops = [op for f in ir.functions(module).values() for op in ir.walk_custom_calls(f)
+        ops = [op for op in ir.ops_in_functions(module, dialect.CUSTOM_CALL)
                if dialect.is_pmapc_op(op)]
         mesh = dialect.read_mesh(module) or Mesh((), ())
         lowering = _Lowering(mesh)

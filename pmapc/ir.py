@@ -626,3 +626,8 @@ def _sharding_attr(mesh: str, split: Sequence[Sequence[str]]) -> ir.Attribute:
 def _shardings_attr(mesh: str, splits: Sequence[Sequence[Sequence[str]]]) -> ir.Attribute:
     values = ", ".join(f"<{_dims_text(mesh, split)}>" for split in splits)
     return ir.Attribute.parse(f"#sdy.sharding_per_value<[{values}]>")
+
+
+def ops_in_functions(module: ir.Module, name: str) -> list[ir.Operation]:
+    """The ops named `name` (see walk_named) in every function of `module`, in order."""
+    return [op for function in functions(module).values() for op in walk_named(function, name)]
