@@ -39,9 +39,6 @@ def fold(op: ir.Operation) -> bool:
     block = hlo.reshape(gather.operands[0], ir.shape_of(op.results[0].type),
                         loc=op.location, ip=ir.InsertionPoint(op))
     op.results[0].replace_all_uses_with(block)
-    starts = {patterns.defining_op(start) for start in op.operands[1:]} - {None}
-    op.erase()
-    for start in starts:
-        patterns.erase_if_unused(start)
+    patterns.erase_slice(op)
     patterns.erase_if_unused(gather)
     return True

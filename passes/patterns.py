@@ -1,11 +1,14 @@
-"""Small matchers shared by the optimization passes (no rewriting here).
+"""Small matchers and clean-ups shared by the optimization passes.
 
 Several passes recognize what flatten-maps produced: slices at the device's
 own coordinate, untiled all_gathers over one axis, and chains of reshapes
-that only add or remove unit dimensions.
+that only add or remove unit dimensions. The rest erases what a rewrite left
+unused, and repeats a sweep of rewrites until it changes nothing.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 
@@ -110,3 +113,23 @@ def erase_unused_reshapes(value: ir.Value) -> None:
         source = op.operands[0]
         op.erase()
         op = defining_op(source)
+
+
+def erase_slice(op: ir.Operation) -> None:
+    """Erase a `dynamic_slice` whose result is unused, and the start indices only it used."""
+    starts = {defining_op(start) for start in op.operands[1:]} - {None}
+    op.erase()
+    for start in starts:
+        erase_if_unused(start)
+
+
+def repeat_until_unchanged(sweep: Callable[[], bool]) -> bool:
+    """Run `sweep` until a run changes nothing; whether any run changed something.
+
+    A sweep tries every candidate once and says whether it rewrote any; one
+    rewrite can enable another (3-deep nests sink one axis per sweep).
+    """
+    changed = False
+    while sweep():
+        changed = True
+    return changed

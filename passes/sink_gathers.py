@@ -39,16 +39,19 @@ class SinkGathersPass:
         block = ir.function_entry_block(main)
         returned = next(op for op in block.operations if op.name == "func.return").operation
         changed = push_gathers_down(main)
-        progress = True
-        while progress:
-            progress = False
-            for index in range(len(returned.operands)):
-                progress |= sink_result(main, returned, index)
-            changed |= progress
+        changed |= patterns.repeat_until_unchanged(lambda: sink_results(main, returned))
         if changed:
             ir.set_function_type(main, [a.type for a in block.arguments],
                                  [v.type for v in returned.operands])
         return changed
+
+
+def sink_results(main, returned: ir.Operation) -> bool:
+    """Return split every gathered result that can be; whether any was."""
+    changed = False
+    for index in range(len(returned.operands)):
+        changed |= sink_result(main, returned, index)
+    return changed
 
 
 def sink_result(main, returned: ir.Operation, index: int) -> bool:

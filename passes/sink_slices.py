@@ -31,18 +31,20 @@ class SinkSlicesPass:
         if mesh is None:
             return False
         main = ir.functions(module)["main"]
-        changed = False
-        progress = True
-        while progress:
-            progress = False
-            for index, arg in enumerate(ir.function_entry_block(main).arguments):
-                progress |= sink_argument(main, index, arg, mesh)
-            changed |= progress
+        changed = patterns.repeat_until_unchanged(lambda: sink_arguments(main, mesh))
         if changed:
             block = ir.function_entry_block(main)
             ir.set_function_type(main, [a.type for a in block.arguments],
                                  ir.function_type(main).results)
         return changed
+
+
+def sink_arguments(main, mesh: Mesh) -> bool:
+    """Split every argument that can be over one more axis; whether any was."""
+    changed = False
+    for index, arg in enumerate(ir.function_entry_block(main).arguments):
+        changed |= sink_argument(main, index, arg, mesh)
+    return changed
 
 
 def sink_argument(main, index: int, arg: ir.Value, mesh: Mesh) -> bool:
@@ -95,9 +97,6 @@ def replace_slice(op: ir.Operation, arg: ir.Value) -> None:
     ip, loc = ir.InsertionPoint(op), op.location
     block = hlo.reshape(arg, ir.shape_of(op.results[0].type), loc=loc, ip=ip)
     op.results[0].replace_all_uses_with(block)
-    starts = {patterns.defining_op(start) for start in op.operands[1:]} - {None}
     source = op.operands[0]
-    op.erase()
-    for start in starts:
-        patterns.erase_if_unused(start)
+    patterns.erase_slice(op)
     patterns.erase_unused_reshapes(source)
