@@ -132,7 +132,7 @@ class Executable:
     """A compiled program bound to its devices; call it with global arrays."""
 
     def __init__(self, module: ir.Module, devices: Sequence[jax.Device]):
-        self.mesh = dialect.read_mesh(module) or Mesh((), ())
+        self.mesh = dialect.mesh_of(module)
         self.devices = list(devices)
         self.arguments, self.results = signatures(module, self.mesh)
         self.form = execution_form(module, self.mesh)

@@ -35,8 +35,7 @@ class LowerCollectivesPass:
     def run(self, module: ir.Module) -> bool:
         ops = [op for op in ir.ops_in_functions(module, dialect.CUSTOM_CALL)
                if dialect.is_pmapc_op(op)]
-        mesh = dialect.read_mesh(module) or Mesh((), ())
-        lowering = _Lowering(mesh)
+        lowering = _Lowering(dialect.mesh_of(module))
         for op in ops:
             lowering.lower(op)
         lowering.finish()

@@ -262,6 +262,7 @@ def _required(op, config, key, reader, what):
 
 
 def read_mesh(module: ir.Module) -> Mesh | None:
+    """The mesh flatten-maps recorded, or None when the module records none."""
     attributes = module.operation.attributes
     if MESH_ATTR not in attributes:
         return None
@@ -280,6 +281,12 @@ def read_mesh(module: ir.Module) -> Mesh | None:
             "error", f"'{MESH_ATTR}' needs distinct axis names and positive sizes, got "
             f"{list(names)} and {list(sizes)}", where))
     return Mesh(tuple(names), tuple(sizes))
+
+
+def mesh_of(module: ir.Module) -> Mesh:
+    """The module's mesh; a module that records none runs on one device (no axes)."""
+    mesh = read_mesh(module)
+    return mesh if mesh is not None else Mesh((), ())
 
 
 def write_mesh(module: ir.Module, mesh: Mesh) -> None:
