@@ -26,6 +26,7 @@ from jax.extend.core import Primitive
 from jax.sharding import NamedSharding, PartitionSpec
 
 from pmapc import ir
+from pmapc.collectives import Collective
 
 __all__ = ["Primitive"]
 
@@ -33,17 +34,11 @@ ClosedJaxpr = _core.ClosedJaxpr
 ShapedArray = _core.ShapedArray
 Tracer = _core.Tracer
 
-# JAX's named-axis collective primitives, by pmapc collective kind.
-COLLECTIVE_PRIMITIVES = {
-    "psum": _parallel.psum_p,
-    "pmax": _parallel.pmax_p,
-    "pmin": _parallel.pmin_p,
-    "all_gather": _parallel.all_gather_p,
-    "psum_scatter": _parallel.reduce_scatter_p,
-    "all_to_all": _parallel.all_to_all_p,
-    "ppermute": _parallel.ppermute_p,
-    "axis_index": _parallel.axis_index_p,
-}
+def collective_primitive(collective: Collective) -> Primitive:
+    """JAX's primitive of a pmapc collective kind: the one its record names in
+    `jax._src.lax.parallel` (for example `reduce_scatter_p` for psum_scatter)."""
+    return getattr(_parallel, collective.jax_primitive)
+
 
 # Primitives that only mark how a value varies over axes or is laid out over
 # devices: identities in pmapc IR.

@@ -16,7 +16,8 @@ Autodiff and batching rules live in `lowering/map_rules.py`.
 
 from __future__ import annotations
 
-from pmapc import dialect, hlo, ir, shapes
+from pmapc import collectives, dialect, hlo, ir, shapes
+from pmapc.collectives import Collective
 from pmapc.errors import AxisError
 from pmapc.lowering import jax_api
 
@@ -95,36 +96,22 @@ def _axes_of(params) -> tuple[tuple[str, ...], tuple[int, ...]]:
     return named, positional
 
 
-def _kind_params(kind: str, params) -> dict:
-    if kind == "all_gather":
-        return {"all_gather_dimension": params["all_gather_dimension"], "tiled": params["tiled"]}
-    if kind == "psum_scatter":
-        return {"scatter_dimension": params["scatter_dimension"], "tiled": params["tiled"]}
-    if kind == "all_to_all":
-        # At the primitive level JAX's all_to_all always splits and concatenates
-        # in place (untiled calls add and squeeze a unit dimension around it).
-        return {"split_axis": params["split_axis"], "concat_axis": params["concat_axis"],
-                "tiled": True}
-    if kind == "ppermute":
-        return {"perm": [tuple(pair) for pair in params["perm"]]}
-    return {}
-
-
-def _collective_rule(kind: str):
+def _collective_rule(collective: Collective):
     def rule(ctx, *operands, **params):
         loc, ip = ir.Location.current, ir.InsertionPoint.current
         operands = _flatten(operands)
         named, positional = _axes_of(params)
         if positional:
-            if kind not in dialect.REDUCTIONS:
-                raise AxisError(f"'{kind}' over a positional axis {positional} is not "
-                                "supported; name the axis with pmapc.pmap or jax.vmap")
-            operands = [hlo.reduce_dims(v, positional, kind, loc=loc, ip=ip) for v in operands]
+            if not collective.reduction:
+                raise AxisError(f"'{collective.kind}' over a positional axis {positional} is "
+                                "not supported; name the axis with pmapc.pmap or jax.vmap")
+            operands = [hlo.reduce_dims(v, positional, collective.reducer, loc=loc, ip=ip)
+                        for v in operands]
         if not named:
             return operands
         result_types = [jax_api.ir_type_of(ctx, aval) for aval in ctx.avals_out]
-        op = dialect.create_collective(kind, operands, result_types, named, loc=loc, ip=ip,
-                                       **_kind_params(kind, params))
+        op = dialect.create_collective(collective.kind, operands, result_types, named,
+                                       loc=loc, ip=ip, **collective.params_from_jax(params))
         return op.results
 
     return rule
@@ -141,7 +128,8 @@ def pmapc_ir_rules() -> list:
     mark how values vary or are laid out are identities.
     """
     rules = [(map_p, _map_to_pmapc_ir)]
-    rules.extend((p, _collective_rule(kind)) for kind, p in jax_api.COLLECTIVE_PRIMITIVES.items())
+    rules.extend((jax_api.collective_primitive(collective), _collective_rule(collective))
+                 for collective in collectives.ALL)
     rules.extend((p, _identity_rule) for p in jax_api.IDENTITY_PRIMITIVES)
     return rules
 

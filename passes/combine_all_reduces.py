@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from pmapc import hlo, ir
+from pmapc import collectives, hlo, ir
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,7 +45,7 @@ def reduction_key(op: ir.Operation):
     if len(op.operands) != 1 or "channel_handle" in op.attributes:
         return None
     reducer = [o.name for o in op.regions[0].blocks[0].operations]
-    if len(reducer) != 2 or reducer[0] not in hlo.REDUCER_OPS.values():
+    if len(reducer) != 2 or reducer[0] not in collectives.REDUCER_OPS:
         return None
     element = str(ir.element_type_of(op.operands[0].type))
     return str(op.attributes["replica_groups"]), tuple(reducer), element
@@ -134,9 +134,8 @@ def combine(group: _Group) -> None:
         combined.move_after(group.last_def)
     else:
         combined.move_before(members[0].block.operations[0])
-    reducer = members[-1].regions[0].blocks[0].operations[0].operation
-    kind = {v: k for k, v in hlo.REDUCER_OPS.items()}[reducer.name]
-    hlo.build_reducer(combined.regions[0], ir.element_type_of(operands[0].type), kind, loc=loc)
+    reducer = members[-1].regions[0].blocks[0].operations[0].operation.name
+    hlo.build_reducer(combined.regions[0], ir.element_type_of(operands[0].type), reducer, loc=loc)
     for op, result in zip(members, combined.results):
         op.results[0].replace_all_uses_with(result)
         op.erase()

@@ -11,6 +11,9 @@ axes groups over the product of those axes, ordered as the tuple names them):
   ppermute         -> collective_permute over every group's device pairs
   axis_index       -> replica_id arithmetic, done once per function and axes
 
+One function per rule; `RULES`, at the end, names the rule of each kind
+(the records of pmapc/collectives.py).
+
 The result is target-neutral: `stablehlo.replica_id` stands for the device's
 position in the mesh, and groups and pairs list mesh positions. A target pass
 picks how XLA runs it and sets the module's device counts: to-partitions
@@ -20,9 +23,12 @@ picks how XLA runs it and sets the module's device counts: to-partitions
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import ClassVar
 
-from pmapc import dialect, hlo, ir
+from pmapc import collectives, dialect, hlo, ir
+from pmapc.collectives import Collective
+from pmapc.dialect import CollectiveView
 from pmapc.mesh import Mesh, axis_index_terms, permutation_pairs, replica_groups_for
 
 
@@ -35,14 +41,16 @@ class LowerCollectivesPass:
     def run(self, module: ir.Module) -> bool:
         ops = [op for op in ir.ops_in_functions(module, dialect.CUSTOM_CALL)
                if dialect.is_pmapc_op(op)]
-        lowering = _Lowering(dialect.mesh_of(module))
+        lowering = Lowering(dialect.mesh_of(module))
         for op in ops:
             lowering.lower(op)
         lowering.finish()
         return bool(ops)
 
 
-class _Lowering:
+class Lowering:
+    """The state of one run: the mesh, and values and groups built once."""
+
     def __init__(self, mesh: Mesh):
         self.mesh = mesh
         # Values computed once per function: the replica id, and axis indices by axes.
@@ -56,14 +64,13 @@ class _Lowering:
                                    "lower-collectives")
         view = dialect.read_collective(op)
         self.check_axes(view)
-        ip, loc = ir.InsertionPoint(op), op.location
-        rule = getattr(self, f"lower_{view.kind}")
-        results = rule(view, ip=ip, loc=loc)
+        rule = RULES[view.collective]
+        results = rule(self, view, ip=ir.InsertionPoint(op), loc=op.location)
         for old, new in zip(op.results, results):
             old.replace_all_uses_with(new)
         op.erase()
 
-    def check_axes(self, view: dialect.CollectiveView) -> None:
+    def check_axes(self, view: CollectiveView) -> None:
         for axis in view.axes:
             if axis not in self.mesh.axis_names:
                 names = ", ".join(f"'{n}'" for n in self.mesh.axis_names) or "none"
@@ -73,87 +80,11 @@ class _Lowering:
             raise dialect.error_at(view.op, f"'{view.kind}' names an axis twice: "
                                    f"{list(view.axes)}; name each axis once")
 
-    def groups(self, view: dialect.CollectiveView) -> ir.Attribute:
+    def groups(self, view: CollectiveView) -> ir.Attribute:
         if view.axes not in self.group_attrs:
             groups = replica_groups_for(self.mesh, view.axes)
             self.group_attrs[view.axes] = hlo.groups_attr(groups)
         return self.group_attrs[view.axes]
-
-    # -- one rule per kind ---------------------------------------------------
-
-    def lower_reduction(self, view, *, ip, loc) -> list[ir.Value]:
-        results = []
-        for operand in view.op.operands:
-            op = ir.create_op("stablehlo.all_reduce", [operand], [operand.type],
-                              {"replica_groups": self.groups(view)}, loc=loc, ip=ip, regions=1)
-            hlo.build_reducer(op.regions[0], ir.element_type_of(operand.type), view.kind, loc=loc)
-            results.append(op.result)
-        return results
-
-    lower_psum = lower_pmax = lower_pmin = lower_reduction
-
-    def lower_all_gather(self, view, *, ip, loc) -> list[ir.Value]:
-        operand, dim = view.op.operands[0], view.params["all_gather_dimension"]
-        if not view.params["tiled"]:
-            operand = hlo.insert_unit_dim(operand, dim, loc=loc, ip=ip)
-        attributes = {"all_gather_dim": ir.i64_attr(dim), "replica_groups": self.groups(view)}
-        result_type = view.op.results[0].type
-        op = ir.create_op("stablehlo.all_gather", [operand], [result_type], attributes,
-                          loc=loc, ip=ip)
-        return [op.result]
-
-    def lower_psum_scatter(self, view, *, ip, loc) -> list[ir.Value]:
-        operand, dim = view.op.operands[0], view.params["scatter_dimension"]
-        result_type = view.op.results[0].type
-        scattered_shape = list(ir.shape_of(operand.type))
-        scattered_shape[dim] //= self.mesh.group_size(view.axes)
-        element_type = ir.element_type_of(operand.type)
-        attributes = {"scatter_dimension": ir.i64_attr(dim), "replica_groups": self.groups(view)}
-        op = ir.create_op("stablehlo.reduce_scatter", [operand],
-                          [ir.tensor_type(scattered_shape, element_type)], attributes,
-                          loc=loc, ip=ip, regions=1)
-        hlo.build_reducer(op.regions[0], element_type, "psum", loc=loc)
-        return [hlo.reshape(op.result, ir.shape_of(result_type), loc=loc, ip=ip)]
-
-    def lower_all_to_all(self, view, *, ip, loc) -> list[ir.Value]:
-        operand = view.op.operands[0]
-        split, concat = view.params["split_axis"], view.params["concat_axis"]
-        tiled = view.params["tiled"]
-        if not tiled and split != concat:
-            # concat_axis counts positions after split_axis is removed (JAX's rule).
-            if split < concat:
-                concat += 1
-            operand = hlo.insert_unit_dim(operand, concat, loc=loc, ip=ip)
-            if concat < split:
-                split += 1
-        count = self.mesh.group_size(view.axes)
-        shape = list(ir.shape_of(operand.type))
-        shape[split] //= count
-        shape[concat] *= count
-        attributes = {
-            "split_dimension": ir.i64_attr(split),
-            "concat_dimension": ir.i64_attr(concat),
-            "split_count": ir.i64_attr(count),
-            "replica_groups": self.groups(view),
-        }
-        result_type = ir.tensor_type(shape, ir.element_type_of(operand.type))
-        op = ir.create_op("stablehlo.all_to_all", [operand], [result_type], attributes,
-                          loc=loc, ip=ip)
-        final_shape = ir.shape_of(view.op.results[0].type)
-        return [hlo.reshape(op.result, final_shape, loc=loc, ip=ip)]
-
-    def lower_ppermute(self, view, *, ip, loc) -> list[ir.Value]:
-        operand = view.op.operands[0]
-        pairs = permutation_pairs(self.mesh, view.axes, view.params["perm"])
-        if not pairs:
-            return [hlo.zeros(operand.type, loc=loc, ip=ip)]
-        attributes = {"source_target_pairs": ir.dense_i64_attr(pairs)}
-        op = ir.create_op("stablehlo.collective_permute", [operand], [operand.type], attributes,
-                          loc=loc, ip=ip)
-        return [op.result]
-
-    def lower_axis_index(self, view, *, ip, loc) -> list[ir.Value]:
-        return [self.axis_index_in(function_of(view.op), view.axes, loc)]
 
     def axis_index_in(self, function: ir.Operation, axes: tuple[str, ...], loc) -> ir.Value:
         """The device's index along `axes`, computed once at the top of `function`."""
@@ -216,3 +147,101 @@ def placeholder(loc, ip) -> ir.Operation:
     """An op with no users that only marks a position (erased by the pass)."""
     return hlo.constant_op(ir.scalar_i32_attr(0), ir.tensor_type([], ir.i32_type()),
                            loc=loc, ip=ip)
+
+
+# ----------------------------------------------------------------------------
+# One rule per kind: (lowering, view) -> the values that replace the op's results
+
+
+def lower_reduction(lowering: Lowering, view: CollectiveView, *, ip, loc) -> list[ir.Value]:
+    results = []
+    for operand in view.op.operands:
+        op = ir.create_op("stablehlo.all_reduce", [operand], [operand.type],
+                          {"replica_groups": lowering.groups(view)}, loc=loc, ip=ip, regions=1)
+        hlo.build_reducer(op.regions[0], ir.element_type_of(operand.type),
+                          view.collective.reducer, loc=loc)
+        results.append(op.result)
+    return results
+
+
+def lower_all_gather(lowering: Lowering, view: CollectiveView, *, ip, loc) -> list[ir.Value]:
+    operand, dim = view.op.operands[0], view.params["all_gather_dimension"]
+    if not view.params["tiled"]:
+        operand = hlo.insert_unit_dim(operand, dim, loc=loc, ip=ip)
+    attributes = {"all_gather_dim": ir.i64_attr(dim), "replica_groups": lowering.groups(view)}
+    result_type = view.op.results[0].type
+    op = ir.create_op("stablehlo.all_gather", [operand], [result_type], attributes,
+                      loc=loc, ip=ip)
+    return [op.result]
+
+
+def lower_psum_scatter(lowering: Lowering, view: CollectiveView, *, ip, loc) -> list[ir.Value]:
+    operand, dim = view.op.operands[0], view.params["scatter_dimension"]
+    result_type = view.op.results[0].type
+    scattered_shape = list(ir.shape_of(operand.type))
+    scattered_shape[dim] //= lowering.mesh.group_size(view.axes)
+    element_type = ir.element_type_of(operand.type)
+    attributes = {"scatter_dimension": ir.i64_attr(dim), "replica_groups": lowering.groups(view)}
+    op = ir.create_op("stablehlo.reduce_scatter", [operand],
+                      [ir.tensor_type(scattered_shape, element_type)], attributes,
+                      loc=loc, ip=ip, regions=1)
+    hlo.build_reducer(op.regions[0], element_type, view.collective.reducer, loc=loc)
+    return [hlo.reshape(op.result, ir.shape_of(result_type), loc=loc, ip=ip)]
+
+
+def lower_all_to_all(lowering: Lowering, view: CollectiveView, *, ip, loc) -> list[ir.Value]:
+    operand = view.op.operands[0]
+    split, concat = view.params["split_axis"], view.params["concat_axis"]
+    tiled = view.params["tiled"]
+    if not tiled and split != concat:
+        # concat_axis counts positions after split_axis is removed (JAX's rule).
+        if split < concat:
+            concat += 1
+        operand = hlo.insert_unit_dim(operand, concat, loc=loc, ip=ip)
+        if concat < split:
+            split += 1
+    count = lowering.mesh.group_size(view.axes)
+    shape = list(ir.shape_of(operand.type))
+    shape[split] //= count
+    shape[concat] *= count
+    attributes = {
+        "split_dimension": ir.i64_attr(split),
+        "concat_dimension": ir.i64_attr(concat),
+        "split_count": ir.i64_attr(count),
+        "replica_groups": lowering.groups(view),
+    }
+    result_type = ir.tensor_type(shape, ir.element_type_of(operand.type))
+    op = ir.create_op("stablehlo.all_to_all", [operand], [result_type], attributes,
+                      loc=loc, ip=ip)
+    final_shape = ir.shape_of(view.op.results[0].type)
+    return [hlo.reshape(op.result, final_shape, loc=loc, ip=ip)]
+
+
+def lower_ppermute(lowering: Lowering, view: CollectiveView, *, ip, loc) -> list[ir.Value]:
+    operand = view.op.operands[0]
+    pairs = permutation_pairs(lowering.mesh, view.axes, view.params["perm"])
+    if not pairs:
+        return [hlo.zeros(operand.type, loc=loc, ip=ip)]
+    attributes = {"source_target_pairs": ir.dense_i64_attr(pairs)}
+    op = ir.create_op("stablehlo.collective_permute", [operand], [operand.type], attributes,
+                      loc=loc, ip=ip)
+    return [op.result]
+
+
+def lower_axis_index(lowering: Lowering, view: CollectiveView, *, ip, loc) -> list[ir.Value]:
+    return [lowering.axis_index_in(function_of(view.op), view.axes, loc)]
+
+
+Rule = Callable[..., list[ir.Value]]
+
+# How each kind lowers; tests/py/test_collectives.py checks every kind has a rule.
+RULES: dict[Collective, Rule] = {
+    collectives.PSUM: lower_reduction,
+    collectives.PMAX: lower_reduction,
+    collectives.PMIN: lower_reduction,
+    collectives.ALL_GATHER: lower_all_gather,
+    collectives.PSUM_SCATTER: lower_psum_scatter,
+    collectives.ALL_TO_ALL: lower_all_to_all,
+    collectives.PPERMUTE: lower_ppermute,
+    collectives.AXIS_INDEX: lower_axis_index,
+}

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from pmapc import dialect, ir
+from pmapc import collectives, dialect, ir
 
 
 def defining_op(value: ir.Value) -> ir.Operation | None:
@@ -23,7 +23,7 @@ def defining_op(value: ir.Value) -> ir.Operation | None:
 def axis_index_axes(value: ir.Value) -> tuple[str, ...] | None:
     """The axes of the `pmapc.axis_index` that defines `value`, else None."""
     op = defining_op(value)
-    if op is None or dialect.target_of(op) != "pmapc.axis_index":
+    if op is None or dialect.collective_of(op) is not collectives.AXIS_INDEX:
         return None
     return dialect.read_collective(op).axes
 
@@ -92,7 +92,7 @@ def own_slice_of(op: ir.Operation) -> tuple[str, int] | None:
 def untiled_gather(value: ir.Value) -> tuple[ir.Operation, str, int] | None:
     """(op, axis, dim) if `value` is an untiled `pmapc.all_gather` over one axis."""
     op = defining_op(value)
-    if op is None or dialect.target_of(op) != "pmapc.all_gather":
+    if op is None or dialect.collective_of(op) is not collectives.ALL_GATHER:
         return None
     view = dialect.read_collective(op)
     if view.params["tiled"] or len(view.axes) != 1:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from pmapc import dialect, hlo, ir
+from pmapc import collectives, dialect, hlo, ir
 from pmapc.passes import patterns
 
 
@@ -81,7 +81,7 @@ def sink_result(main, returned: ir.Operation, index: int) -> bool:
 def push_gathers_down(main: ir.Operation) -> bool:
     """Move every untiled gather below the elementwise ops and reductions it can pass."""
     pending = [op for op in ir.walk_custom_calls(main)
-               if dialect.target_of(op) == "pmapc.all_gather"]
+               if dialect.collective_of(op) is collectives.ALL_GATHER]
     changed = False
     while pending:
         gather = pending.pop()
@@ -127,9 +127,8 @@ def push_below_elementwise(op: ir.Operation) -> ir.Operation | None:
 def push_below_reduction(op: ir.Operation) -> ir.Operation | None:
     """`psum(all_gather(x, a), axes)` -> `all_gather(psum(x, axes), a)` when `a` is not
     in `axes` (likewise pmax and pmin); the new gather."""
-    if dialect.target_of(op) not in {f"pmapc.{kind}" for kind in dialect.REDUCTIONS}:
-        return None
-    if len(op.operands) != 1:
+    collective = dialect.collective_of(op)
+    if collective is None or not collective.reduction or len(op.operands) != 1:
         return None
     match = patterns.untiled_gather(op.operands[0])
     view = dialect.read_collective(op)
@@ -146,9 +145,9 @@ def push_below_reduction(op: ir.Operation) -> ir.Operation | None:
 def regather(op: ir.Operation, gather: ir.Operation, local: ir.Value, axis: str,
              dim: int) -> ir.Operation:
     """Replace `op` (which used `gather`) by a gather of `local`, computed on one block."""
-    stacked = dialect.create_collective("all_gather", [local], [op.results[0].type], [axis],
-                                        loc=gather.location, ip=ir.InsertionPoint(op),
-                                        all_gather_dimension=dim, tiled=False)
+    stacked = dialect.create_collective(
+        collectives.ALL_GATHER.kind, [local], [op.results[0].type], [axis],
+        loc=gather.location, ip=ir.InsertionPoint(op), all_gather_dimension=dim, tiled=False)
     op.results[0].replace_all_uses_with(stacked.result)
     op.erase()
     gather.erase()

@@ -12,7 +12,7 @@ import dataclasses
 import math
 from typing import ClassVar
 
-from pmapc import dialect, ir, shapes
+from pmapc import collectives, dialect, ir, shapes
 from pmapc.errors import DiagnosticError, ShapeError
 from pmapc.passes.nesting import Nesting, analyze
 
@@ -69,7 +69,7 @@ def check_collective(op: ir.Operation, depth: int, nesting: Nesting) -> None:
     view = dialect.read_collective(op)
     levels = resolve_axes(view, depth, nesting)
     group_size = math.prod(nesting.levels[level].size for level in levels)
-    if view.kind == "axis_index":
+    if view.collective is collectives.AXIS_INDEX:
         _check_axis_index(op)
         return
     operands, results = list(op.operands), list(op.results)
@@ -77,7 +77,7 @@ def check_collective(op: ir.Operation, depth: int, nesting: Nesting) -> None:
         raise dialect.error_at(op, f"'{view.kind}' needs one result per operand and at least "
                                f"one operand, got {len(operands)} operands and "
                                f"{len(results)} results")
-    if view.kind not in dialect.REDUCTIONS and len(operands) != 1:
+    if not view.collective.reduction and len(operands) != 1:
         raise dialect.error_at(op, f"'{view.kind}' takes exactly one operand, got {len(operands)}")
     for operand, result in zip(operands, results):
         _check_result_type(view, operand.type, result.type, group_size)
@@ -94,8 +94,8 @@ def _check_result_type(view, operand_type, result_type, group_size) -> None:
     if not ir.is_ranked_tensor(operand_type) or not ir.is_ranked_tensor(result_type):
         raise dialect.error_at(op, f"'{view.kind}' works on ranked tensors, got {operand_type}")
     try:
-        shape = shapes.collective_result_shape(
-            view.kind, view.params, ir.shape_of(operand_type), view.axes, group_size
+        shape = view.collective.result_shape(
+            view.params, ir.shape_of(operand_type), view.axes, group_size
         )
     except ShapeError as error:
         raise dialect.error_at(op, str(error)) from None

@@ -16,7 +16,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from pmapc import ir
+from pmapc import collectives, ir
+from pmapc.collectives import Collective
 from pmapc.errors import Diagnostic, DiagnosticError
 from pmapc.mesh import Mesh
 
@@ -25,21 +26,6 @@ MAP_TARGET = "pmapc.map"
 MESH_ATTR = "pmapc.mesh"
 SPLIT_ATTR = "pmapc.split"
 TYPED_FFI_API_VERSION = 4
-
-# Each collective kind and its parameters (JAX's names) with their types.
-COLLECTIVE_PARAMS: dict[str, dict[str, type]] = {
-    "psum": {},
-    "pmax": {},
-    "pmin": {},
-    "all_gather": {"all_gather_dimension": int, "tiled": bool},
-    "psum_scatter": {"scatter_dimension": int, "tiled": bool},
-    "all_to_all": {"split_axis": int, "concat_axis": int, "tiled": bool},
-    "ppermute": {"perm": list},
-    "axis_index": {},
-}
-
-REDUCTIONS = ("psum", "pmax", "pmin")
-
 
 def error_at(op: ir.Operation, message: str) -> DiagnosticError:
     """A DiagnosticError at `op`'s location."""
@@ -64,6 +50,14 @@ def is_map(op: ir.Operation) -> bool:
 
 def is_collective(op: ir.Operation) -> bool:
     return is_pmapc_op(op) and not is_map(op)
+
+
+def collective_of(op: ir.Operation) -> Collective | None:
+    """The record of a `@pmapc.<kind>` op's kind; None for any other op (a map, an
+    unknown `pmapc.*` target, not a custom_call). Reads no parameters."""
+    if not is_pmapc_op(op):
+        return None
+    return collectives.BY_KIND.get(target_of(op).removeprefix("pmapc."))
 
 
 # ----------------------------------------------------------------------------
@@ -146,31 +140,37 @@ class CollectiveView:
     """A parsed `@pmapc.<kind>` collective."""
 
     op: ir.Operation
-    kind: str
+    collective: Collective
     axes: tuple[str, ...]
     params: dict[str, object]
 
+    @property
+    def kind(self) -> str:
+        return self.collective.kind
+
 
 def read_collective(op: ir.Operation) -> CollectiveView:
-    target = target_of(op) or ""
-    kind = target.removeprefix("pmapc.")
-    if kind not in COLLECTIVE_PARAMS:
-        known = ", ".join(f"'pmapc.{k}'" for k in ["map", *COLLECTIVE_PARAMS])
-        raise error_at(op, f"unknown pmapc op '{target}'; expected one of {known}")
+    collective = collective_of(op)
+    if collective is None:
+        target = target_of(op) or ""
+        known = ", ".join(f"'{k.target}'" for k in collectives.ALL)
+        raise error_at(op, f"unknown pmapc op '{target}'; expected one of '{MAP_TARGET}', "
+                       f"{known}")
     config = _backend_config(op)
     axes = _required(op, config, "axes", _read_string_list, "a non-empty array of axis names")
     params = {
-        name: _required(op, config, name, _PARAM_READERS[kind_type], _PARAM_WHAT[kind_type])
-        for name, kind_type in COLLECTIVE_PARAMS[kind].items()
+        param.name: _required(op, config, param.name, _PARAM_READERS[param.value_type],
+                              _PARAM_WHAT[param.value_type])
+        for param in collective.params
     }
-    return CollectiveView(op, kind, axes, params)
+    return CollectiveView(op, collective, axes, params)
 
 
 def collective_config(kind: str, axes: Sequence[str], **params) -> dict[str, ir.Attribute]:
     """The attributes of a `@pmapc.<kind>` op."""
     config = {"axes": ir.array_attr([ir.string_attr(a) for a in axes])}
-    for name, kind_type in COLLECTIVE_PARAMS[kind].items():
-        config[name] = _PARAM_WRITERS[kind_type](params[name])
+    for param in collectives.BY_KIND[kind].params:
+        config[param.name] = _PARAM_WRITERS[param.value_type](params[param.name])
     return {
         "backend_config": ir.dict_attr(config),
         "api_version": ir.i32_attr(TYPED_FFI_API_VERSION),
@@ -187,7 +187,7 @@ def create_collective(
     ip: ir.InsertionPoint,
     **params,
 ) -> ir.Operation:
-    attributes = {"call_target_name": ir.string_attr(f"pmapc.{kind}")}
+    attributes = {"call_target_name": ir.string_attr(collectives.BY_KIND[kind].target)}
     attributes.update(collective_config(kind, axes, **params))
     return ir.create_op(CUSTOM_CALL, operands, result_types, attributes, loc=loc, ip=ip)
 

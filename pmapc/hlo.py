@@ -13,8 +13,6 @@ import numpy as np
 
 from pmapc import ir
 
-REDUCER_OPS = {"psum": "stablehlo.add", "pmax": "stablehlo.maximum", "pmin": "stablehlo.minimum"}
-
 
 def constant_op(attr: ir.Attribute, type_: ir.Type, *, loc, ip) -> ir.Operation:
     return ir.create_op("stablehlo.constant", [], [type_], {"value": attr}, loc=loc, ip=ip)
@@ -78,17 +76,18 @@ def replica_id(*, loc, ip) -> ir.Value:
     return ir.create_op("stablehlo.replica_id", [], [ui32], loc=loc, ip=ip).result
 
 
-def build_reducer(region: ir.Region, element_type: ir.Type, kind: str, *, loc) -> None:
-    """Fill an all_reduce/reduce_scatter region with the scalar reducer of `kind`.
+def build_reducer(region: ir.Region, element_type: ir.Type, reducer: str, *, loc) -> None:
+    """Fill an all_reduce/reduce_scatter region with the scalar op `reducer`.
 
-    add, maximum and minimum are defined on floats, integers and booleans
-    (on i1 they are or, or and and).
+    `reducer` is a collective's (pmapc/collectives.py): stablehlo.add, maximum
+    or minimum, defined on floats, integers and booleans (on i1 they are or,
+    or and and).
     """
     scalar = ir.tensor_type([], element_type)
     block = ir.add_block(region, [scalar, scalar])
     ip = ir.InsertionPoint(block)
     lhs, rhs = block.arguments
-    combined = ir.create_op(REDUCER_OPS[kind], [lhs, rhs], [scalar], loc=loc, ip=ip).result
+    combined = ir.create_op(reducer, [lhs, rhs], [scalar], loc=loc, ip=ip).result
     ir.create_op("stablehlo.return", [combined], [], loc=loc, ip=ip)
 
 
@@ -96,27 +95,31 @@ def groups_attr(groups: np.ndarray) -> ir.Attribute:
     return ir.dense_i64_attr(groups)
 
 
-def reduction_identity(element_type: ir.Type, kind: str) -> ir.Attribute:
-    """The scalar identity of a psum/pmax/pmin reduction of `element_type`."""
+def reduction_identity(element_type: ir.Type, reducer: str) -> ir.Attribute:
+    """The scalar identity of `reducer` (stablehlo.add, maximum or minimum) on `element_type`."""
     scalar = ir.tensor_type([], element_type)
     if ir.is_float_type(element_type):
-        value = {"psum": 0.0, "pmax": float("-inf"), "pmin": float("inf")}[kind]
-        return ir.float_splat_attr(scalar, value)
+        float_identities = {
+            "stablehlo.add": 0.0,
+            "stablehlo.maximum": float("-inf"),
+            "stablehlo.minimum": float("inf"),
+        }
+        return ir.float_splat_attr(scalar, float_identities[reducer])
     low, high = ir.integer_range(element_type)
-    value = {"psum": 0, "pmax": low, "pmin": high}[kind]
-    return ir.integer_splat_attr(scalar, value)
+    integer_identities = {"stablehlo.add": 0, "stablehlo.maximum": low, "stablehlo.minimum": high}
+    return ir.integer_splat_attr(scalar, integer_identities[reducer])
 
 
-def reduce_dims(value: ir.Value, dims: Sequence[int], kind: str, *, loc, ip) -> ir.Value:
-    """Reduce `value` over array dimensions `dims` locally (add, maximum or minimum)."""
+def reduce_dims(value: ir.Value, dims: Sequence[int], reducer: str, *, loc, ip) -> ir.Value:
+    """Reduce `value` over array dimensions `dims` locally with `reducer` (see build_reducer)."""
     element_type = ir.element_type_of(value.type)
-    init = constant(reduction_identity(element_type, kind), ir.tensor_type([], element_type),
+    init = constant(reduction_identity(element_type, reducer), ir.tensor_type([], element_type),
                     loc=loc, ip=ip)
     shape = [size for dim, size in enumerate(ir.shape_of(value.type)) if dim not in dims]
     op = ir.create_op("stablehlo.reduce", [value, init], [ir.tensor_type(shape, element_type)],
                       {"dimensions": ir.dense_i64_array_attr(sorted(dims))},
                       loc=loc, ip=ip, regions=1)
-    build_reducer(op.regions[0], element_type, kind, loc=loc)
+    build_reducer(op.regions[0], element_type, reducer, loc=loc)
     return op.result
 
 

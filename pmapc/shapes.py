@@ -3,12 +3,14 @@
 Shared by `verify-axes` (to check IR) and the tracer (to give results their
 types). Each rule returns the result shape or raises `ShapeError` with a
 message that names the collective, the axes, the dimension at fault and the
-fix.
+fix. A collective's rule is named by its record in `pmapc/collectives.py`
+and takes `(params, shape, where, n)`: `where` describes the axes for
+messages (`describe_axes`), `n` is the size of the group.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from pmapc.errors import ShapeError
 
@@ -49,15 +51,8 @@ def mapped_result_shape(shape: Shape, out_axis: int | None, axis_size: int, axis
     return (*shape[:out_axis], axis_size, *shape[out_axis:])
 
 
-def collective_result_shape(
-    kind: str, params: dict, shape: Shape, axes: Sequence[str], group_size: int
-) -> Shape:
-    """The result shape of collective `kind` over a group of `group_size` devices."""
-    rule = _RULES[kind]
-    return rule(params, shape, describe_axes(axes, group_size), group_size)
-
-
-def _same_shape(params, shape, where, n):
+def same_shape(params: Mapping, shape: Shape, where: str, n: int) -> Shape:
+    """psum, pmax, pmin: the operand's shape."""
     return shape
 
 
@@ -84,7 +79,8 @@ def _check_divisible(kind: str, dim: int, shape: Shape, where: str, n: int, tile
         )
 
 
-def _all_gather(params, shape, where, n):
+def all_gather_shape(params: Mapping, shape: Shape, where: str, n: int) -> Shape:
+    """Tiled: `all_gather_dimension` times n; untiled: a new dimension of size n there."""
     dim = params["all_gather_dimension"]
     if params["tiled"]:
         _check_dim("all_gather", "all_gather_dimension", dim, len(shape), where)
@@ -97,7 +93,8 @@ def _all_gather(params, shape, where, n):
     return (*shape[:dim], n, *shape[dim:])
 
 
-def _psum_scatter(params, shape, where, n):
+def psum_scatter_shape(params: Mapping, shape: Shape, where: str, n: int) -> Shape:
+    """Tiled: `scatter_dimension` divided by n; untiled: that dimension (size n) removed."""
     dim = params["scatter_dimension"]
     _check_dim("psum_scatter", "scatter_dimension", dim, len(shape), where)
     _check_divisible("psum_scatter", dim, shape, where, n, params["tiled"])
@@ -106,7 +103,9 @@ def _psum_scatter(params, shape, where, n):
     return shape[:dim] + shape[dim + 1 :]
 
 
-def _all_to_all(params, shape, where, n):
+def all_to_all_shape(params: Mapping, shape: Shape, where: str, n: int) -> Shape:
+    """Tiled: split dimension divided by n, concat dimension times n; untiled: the split
+    dimension (size n) removed and one of size n inserted at `concat_axis`."""
     split, concat = params["split_axis"], params["concat_axis"]
     _check_dim("all_to_all", "split_axis", split, len(shape), where)
     _check_divisible("all_to_all", split, shape, where, n, params["tiled"])
@@ -121,7 +120,8 @@ def _all_to_all(params, shape, where, n):
     return (*rest[:concat], n, *rest[concat:])
 
 
-def _ppermute(params, shape, where, n):
+def ppermute_shape(params: Mapping, shape: Shape, where: str, n: int) -> Shape:
+    """The operand's shape, once `perm` is checked: indices in range, each used once."""
     sources, targets = set(), set()
     for src, dst in params["perm"]:
         for index in (src, dst):
@@ -141,17 +141,7 @@ def _ppermute(params, shape, where, n):
     return shape
 
 
-def _axis_index(params, shape, where, n):
+def axis_index_shape(params: Mapping, shape: Shape, where: str, n: int) -> Shape:
+    """A scalar (axis_index takes no operand)."""
     return ()
 
-
-_RULES = {
-    "psum": _same_shape,
-    "pmax": _same_shape,
-    "pmin": _same_shape,
-    "all_gather": _all_gather,
-    "psum_scatter": _psum_scatter,
-    "all_to_all": _all_to_all,
-    "ppermute": _ppermute,
-    "axis_index": _axis_index,
-}

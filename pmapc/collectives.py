@@ -1,0 +1,118 @@
+"""The collective kinds of pmapc IR: one record per kind, each defined once.
+
+A `Collective` holds what pmapc knows about a kind: its name (the IR op is
+`@pmapc.<kind>`), its parameters with their types (JAX's names), whether it
+is an all-reduce and the StableHLO op that combines values, the rule for its
+result shape (`pmapc/shapes.py`), the JAX primitive it comes from and how its
+parameters are read from that primitive's.
+
+Everything else reads these records: the IR schema (`pmapc/dialect.py`), the
+tracer (`lowering/primitives.py`; `lowering/jax_api.py` looks up the JAX
+primitive a record names), verify-axes, combine-all-reduces and sink-gathers.
+How lower-collectives rewrites each kind is its table `RULES`, keyed by these
+records. Adding a kind is one record here, one rule there, and their tests.
+
+The records live here rather than in `dialect.py` because they hold no IR:
+the shape rules, the tracer's parameter reading and the tests use them
+without the MLIR schema, and `dialect.py` only reads and writes them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+
+from pmapc import shapes
+
+# (params, operand shape, "'model' (size 4)" for messages, group size) -> result shape
+ShapeRule = Callable[[Mapping[str, object], shapes.Shape, str, int], shapes.Shape]
+JaxParamsReader = Callable[[Mapping[str, object]], dict[str, object]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Param:
+    """A parameter of a collective: its name (JAX's) and the Python type of its value.
+
+    `int` and `bool` are i64 and bool attributes; `list` is ppermute's array of
+    [source, target] pairs.
+    """
+
+    name: str
+    value_type: type
+
+
+@dataclasses.dataclass(frozen=True)
+class Collective:
+    """One collective kind: what every stage needs to know about it."""
+
+    kind: str
+    params: tuple[Param, ...]
+    shape_rule: ShapeRule
+    # The kind's primitive in `jax._src.lax.parallel`, looked up by lowering/jax_api.py.
+    jax_primitive: str
+    # An all-reduce: one result per operand, each of its operand's type; axes that
+    # `jax.vmap` made positional are reduced locally with `reducer`.
+    reduction: bool = False
+    # The StableHLO op that combines two values (the all_reduce / reduce_scatter region).
+    reducer: str | None = None
+    # Reads the parameters from the JAX primitive's; None: the ones of the same names.
+    read_jax_params: JaxParamsReader | None = None
+
+    @property
+    def target(self) -> str:
+        """The custom_call target of this kind in pmapc IR."""
+        return f"pmapc.{self.kind}"
+
+    def result_shape(self, params: Mapping[str, object], shape: shapes.Shape,
+                     axes: Sequence[str], group_size: int) -> shapes.Shape:
+        """The result shape over `axes`, a group of `group_size` devices; ShapeError if
+        the operand does not fit the parameters."""
+        where = shapes.describe_axes(axes, group_size)
+        return self.shape_rule(params, shape, where, group_size)
+
+    def params_from_jax(self, jax_params: Mapping[str, object]) -> dict[str, object]:
+        """This kind's parameters, read from its JAX primitive's parameters."""
+        if self.read_jax_params is not None:
+            return self.read_jax_params(jax_params)
+        return {param.name: jax_params[param.name] for param in self.params}
+
+
+def _all_to_all_from_jax(jax_params: Mapping[str, object]) -> dict[str, object]:
+    # At the primitive level JAX's all_to_all always splits and concatenates in
+    # place (untiled calls add and squeeze a unit dimension around it).
+    return {"split_axis": jax_params["split_axis"], "concat_axis": jax_params["concat_axis"],
+            "tiled": True}
+
+
+def _ppermute_from_jax(jax_params: Mapping[str, object]) -> dict[str, object]:
+    return {"perm": [tuple(pair) for pair in jax_params["perm"]]}
+
+
+PSUM = Collective("psum", (), shapes.same_shape, jax_primitive="psum_p",
+                  reduction=True, reducer="stablehlo.add")
+PMAX = Collective("pmax", (), shapes.same_shape, jax_primitive="pmax_p",
+                  reduction=True, reducer="stablehlo.maximum")
+PMIN = Collective("pmin", (), shapes.same_shape, jax_primitive="pmin_p",
+                  reduction=True, reducer="stablehlo.minimum")
+ALL_GATHER = Collective(
+    "all_gather", (Param("all_gather_dimension", int), Param("tiled", bool)),
+    shapes.all_gather_shape, jax_primitive="all_gather_p")
+PSUM_SCATTER = Collective(
+    "psum_scatter", (Param("scatter_dimension", int), Param("tiled", bool)),
+    shapes.psum_scatter_shape, jax_primitive="reduce_scatter_p", reducer="stablehlo.add")
+ALL_TO_ALL = Collective(
+    "all_to_all", (Param("split_axis", int), Param("concat_axis", int), Param("tiled", bool)),
+    shapes.all_to_all_shape, jax_primitive="all_to_all_p",
+    read_jax_params=_all_to_all_from_jax)
+PPERMUTE = Collective("ppermute", (Param("perm", list),), shapes.ppermute_shape,
+                      jax_primitive="ppermute_p", read_jax_params=_ppermute_from_jax)
+AXIS_INDEX = Collective("axis_index", (), shapes.axis_index_shape, jax_primitive="axis_index_p")
+
+# Every kind, in the order diagnostics list them.
+ALL: tuple[Collective, ...] = (
+    PSUM, PMAX, PMIN, ALL_GATHER, PSUM_SCATTER, ALL_TO_ALL, PPERMUTE, AXIS_INDEX,
+)
+BY_KIND: dict[str, Collective] = {collective.kind: collective for collective in ALL}
+
+# The StableHLO ops pmapc builds reducer regions from.
+REDUCER_OPS: frozenset[str] = frozenset(c.reducer for c in ALL if c.reducer is not None)
