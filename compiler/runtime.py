@@ -71,14 +71,10 @@ def _signature(main, mesh: Mesh, kind: str, index: int, type_) -> Signature:
 
 
 def element_dtype(element_type) -> np.dtype:
-    text = str(element_type)
-    names = {"i1": "bool", "bf16": "bfloat16"}
-    if text in names:
-        return jax.numpy.dtype(names[text])
-    for prefix, kind in (("ui", "uint"), ("i", "int"), ("f", "float")):
-        if text.startswith(prefix) and text[len(prefix):].isdigit():
-            return np.dtype(f"{kind}{text[len(prefix):]}")
-    raise ShapeError(f"pmapc cannot run programs with element type {text}")
+    name = ir.dtype_name(element_type)
+    if name is None:
+        raise ShapeError(f"pmapc cannot run programs with element type {element_type}")
+    return jax.numpy.dtype(name)
 
 
 def pick_devices(mesh: Mesh, devices: Sequence[jax.Device] | None, backend: str | None):

@@ -9,7 +9,6 @@ changes and nothing else.
 from __future__ import annotations
 
 import contextlib
-import re
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -31,7 +30,6 @@ Location = ir.Location
 InsertionPoint = ir.InsertionPoint
 MLIRError = ir.MLIRError
 
-_FILE_LINE_COL = re.compile(r'"([^"]*)":(\d+):(\d+)')
 
 _OP_CLASSES = {
     "stablehlo.custom_call": _stablehlo.CustomCallOp,
@@ -65,12 +63,27 @@ def single_threaded(context: ir.Context) -> None:
 
 
 def parse_module(text: str, context: ir.Context, filename: str = "-") -> ir.Module:
-    """Parse `text`; a syntax or verifier error becomes a DiagnosticError."""
+    """Parse `text`, read from `filename`; a syntax or verifier error becomes a
+    DiagnosticError. Op locations name `filename` (the parser itself says "-")."""
     try:
         with context:
-            return ir.Module.parse(text)
+            module = ir.Module.parse(text)
     except ir.MLIRError as error:
         raise DiagnosticError(diagnostics_of(error, filename)) from None
+    if filename != "-":
+        _name_source(module, filename)
+    return module
+
+
+def _name_source(module: ir.Module, filename: str) -> None:
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        location = op.location
+        if isinstance(location, ir.FileLineColLoc) and location.filename == "-":
+            op.location = ir.Location.file(filename, location.start_line, location.start_col,
+                                           context=module.context)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
 
 
 def verify(module: ir.Module, filename: str = "-") -> None:
@@ -102,20 +115,43 @@ def diagnostics_of(error: ir.MLIRError, filename: str = "-") -> list[Diagnostic]
 
 
 def source_loc(location: ir.Location | None, filename: str = "-") -> SourceLoc | None:
-    """The first file:line:col inside `location` (fused, named and call-site ones too).
+    """The first file:line:col inside `location`, as it prints: a named location's
+    child, a call site's callee before its caller, a fused location's parts in order.
 
     Locations that come from parsing stdin or a string say "-"; `filename`
     replaces that with the name of the file that was read.
     """
-    if location is None:
-        return None
-    match = _FILE_LINE_COL.search(str(location))
-    if match is None:
-        return None
-    file = match.group(1)
-    if file in ("-", "") and filename:
-        file = filename
-    return SourceLoc(file, int(match.group(2)), int(match.group(3)))
+    location = _typed_location(location)
+    if isinstance(location, ir.FileLineColLoc):
+        file = location.filename
+        if file in ("-", "") and filename:
+            file = filename
+        return SourceLoc(file, location.start_line, location.start_col)
+    if isinstance(location, ir.NameLoc):
+        return source_loc(location.child_loc, filename)
+    if isinstance(location, ir.CallSiteLoc):
+        return source_loc(location.callee, filename) or source_loc(location.caller, filename)
+    if isinstance(location, ir.FusedLoc):
+        for part in location.locations:
+            found = source_loc(part, filename)
+            if found is not None:
+                return found
+    return None
+
+
+_LOCATION_CLASSES = (ir.FileLineColLoc, ir.NameLoc, ir.CallSiteLoc, ir.FusedLoc)
+
+
+def _typed_location(location: ir.Location | None) -> ir.Location | None:
+    """`location` as its own class (diagnostics hand out plain `Location`s)."""
+    if location is None or isinstance(location, _LOCATION_CLASSES):
+        return location
+    for location_class in _LOCATION_CLASSES:
+        try:
+            return location_class(location)
+        except ValueError:
+            continue
+    return location
 
 
 @contextlib.contextmanager
@@ -162,6 +198,23 @@ def ui32_type() -> ir.Type:
 
 def i64_type() -> ir.Type:
     return ir.IntegerType.get_signless(64)
+
+
+_FLOAT_DTYPES = ((ir.BF16Type, "bfloat16"), (ir.F16Type, "float16"), (ir.F32Type, "float32"),
+                 (ir.F64Type, "float64"))
+
+
+def dtype_name(element_type: ir.Type) -> str | None:
+    """The numpy/JAX dtype name of an element type ("float32", "bool", "uint8", ...)."""
+    for type_class, name in _FLOAT_DTYPES:
+        if isinstance(element_type, type_class):
+            return name
+    if isinstance(element_type, ir.IntegerType):
+        integer = ir.IntegerType(element_type)
+        if integer.width == 1:
+            return "bool"
+        return f"{'uint' if integer.is_unsigned else 'int'}{integer.width}"
+    return None
 
 
 def is_float_type(type_: ir.Type) -> bool:

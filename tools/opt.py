@@ -97,11 +97,9 @@ def process_chunk(chunk, first_line, passes, filename, args) -> tuple[str | None
     padded = "\n" * (first_line - 1) + chunk
     context = ir.make_context()
     try:
-        module = ir.parse_module(padded, context)
+        module = ir.parse_module(padded, context, filename)
         run_passes(module, passes, after_pass=dump_after if args.print_ir_after_all else None)
         output = ir.print_module(module, debug_info=args.mlir_print_debuginfo)
-        if args.mlir_print_debuginfo:  # the parser names its input "-"
-            output = output.replace('loc("-":', f'loc("{filename}":')
         found = []
     except DiagnosticError as error:
         output, found = None, error.diagnostics

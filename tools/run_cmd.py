@@ -47,7 +47,7 @@ def main(argv: list[str]) -> int:
     if text is None:
         return 1
     try:
-        compilation = compile_module(text, args.target)
+        compilation = compile_module(text, args.target, args.input)
         arrays = [load_npy(path) for path in args.inputs]
         executable = prepare(compilation, args.backend)
         check_count(executable, arrays)
@@ -58,10 +58,10 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def compile_module(text: str, target: str | None = None):
-    """Run the default pipeline for `target` on pmapc IR; a lowered module only
-    goes through the pass of `target`, when one is given."""
-    module = ir.parse_module(text, ir.make_context())
+def compile_module(text: str, target: str | None = None, filename: str = "-"):
+    """Run the default pipeline for `target` on pmapc IR read from `filename`; a
+    lowered module only goes through the pass of `target`, when one is given."""
+    module = ir.parse_module(text, ir.make_context(), filename)
     if not is_lowered(module):
         return driver.run_pipeline(module, target=target or DEFAULT_TARGET)
     passes = [TARGETS[target]()] if target else []
