@@ -10,16 +10,14 @@ from __future__ import annotations
 import sys
 import types
 
-from pmapc.errors import PmapcError
+from pmapc.errors import PmapcError, SourceLoc
 from pmapc.lowering import jax_api
 
 
 def _relocated(error: PmapcError, filename: str, line: int) -> PmapcError:
-    if getattr(error, "user_location", None):
+    if error.location is not None:
         return error
-    located = type(error)(f"{filename}:{line}: {error}")
-    located.user_location = (filename, line)
-    return located
+    return error.at(SourceLoc(filename, line, 0))
 
 
 def innermost_user_line(tb: types.TracebackType | None) -> tuple[str, int] | None:

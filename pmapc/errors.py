@@ -45,7 +45,27 @@ class Diagnostic:
 
 
 class PmapcError(Exception):
-    """Base class of every error pmapc raises on bad input."""
+    """Base class of every error pmapc raises on bad input.
+
+    `location` is the user's file and line the error is about (column 0 when
+    unknown), if known; the message then starts with `file:line: `.
+    """
+
+    def __init__(self, message: str = "", location: SourceLoc | None = None):
+        super().__init__(message)
+        self.message = message
+        self.location = location
+
+    def __str__(self) -> str:
+        if self.location is None:
+            return self.message
+        return f"{self.location.file}:{self.location.line}: {self.message}"
+
+    def at(self, location: SourceLoc) -> PmapcError:
+        """The same error at `location` (its type and message kept)."""
+        located = type(self)(self.message, location)
+        located.__traceback__ = self.__traceback__
+        return located
 
 
 class DiagnosticError(PmapcError):
@@ -56,6 +76,9 @@ class DiagnosticError(PmapcError):
             diagnostics = [diagnostics]
         self.diagnostics = list(diagnostics)
         super().__init__(self.render())
+
+    def __str__(self) -> str:
+        return self.render()
 
     def render(self, filename: str | None = None) -> str:
         return "\n".join(d.render(filename) for d in self.diagnostics)
@@ -88,8 +111,4 @@ def typed_error(error: DiagnosticError) -> PmapcError:
     """A DiagnosticError from the passes as an AxisError or ShapeError at the user's line."""
     diagnostic = error.diagnostics[0]
     kind = AxisError if any(m in diagnostic.message for m in _AXIS_MESSAGES) else ShapeError
-    if diagnostic.loc is None:
-        return kind(diagnostic.message)
-    located = kind(f"{diagnostic.loc.file}:{diagnostic.loc.line}: {diagnostic.message}")
-    located.user_location = (diagnostic.loc.file, diagnostic.loc.line)
-    return located
+    return kind(diagnostic.message, diagnostic.loc)

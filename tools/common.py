@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from pmapc.errors import DiagnosticError
+from pmapc.errors import DiagnosticError, PmapcError
 
 
 def read_input(path: str, prog: str) -> str | None:
@@ -45,12 +45,9 @@ def report_error(prog: str, error: Exception, filename: str | None = None) -> in
     if isinstance(error, DiagnosticError):
         print(error.render(filename), file=sys.stderr)
         return 1
-    location = getattr(error, "user_location", None)
-    message = str(error)
+    location = error.location if isinstance(error, PmapcError) else None
     if location is not None:
-        prefix = f"{location[0]}:{location[1]}: "
-        message = message.removeprefix(prefix)
-        print(f"{prefix}error: {message}", file=sys.stderr)
+        print(f"{location.file}:{location.line}: error: {error.message}", file=sys.stderr)
         return 1
-    print(f"{prog}: error: {message}", file=sys.stderr)
+    print(f"{prog}: error: {error}", file=sys.stderr)
     return 1

@@ -20,7 +20,7 @@ import numpy as np
 
 import pmapc
 from pmapc import ir
-from pmapc.errors import PmapcError
+from pmapc.errors import PmapcError, SourceLoc
 from pmapc.lowering.locations import innermost_user_line
 from pmapc.tools.common import report_error, write_output
 
@@ -55,7 +55,7 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-class UserCodeError(ValueError):
+class UserCodeError(PmapcError):
     """The traced function raised: its exception, at the user's line."""
 
 
@@ -68,9 +68,8 @@ def traced(function, arguments):
     except Exception as error:  # the user's code failed while being traced
         message = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
         where = innermost_user_line(error.__traceback__)
-        located = UserCodeError(f"{where[0]}:{where[1]}: {message}" if where else message)
-        located.user_location = where
-        raise located from None
+        raise UserCodeError(message, SourceLoc(where[0], where[1], 0) if where else None
+                            ) from None
 
 
 def emit(lowered, stage: str, debug_info: bool) -> str:
