@@ -43,9 +43,22 @@ def collective_primitive(collective: Collective) -> Primitive:
 # Primitives that only mark how a value varies over axes or is laid out over
 # devices: identities in pmapc IR.
 IDENTITY_PRIMITIVES = tuple(
-    p for p in (getattr(_parallel, "pbroadcast_p", None), getattr(_core, "pvary_p", None),
-                _pjit.sharding_constraint_p) if p
+    p for p in (getattr(_core, "pvary_p", None), _pjit.sharding_constraint_p) if p
 )
+
+# Named-axis primitives pmapc does not lower yet, with what to write instead.
+UNSUPPORTED_PRIMITIVES = {
+    p: advice for p, advice in (
+        (getattr(_parallel, "pbroadcast_p", None),
+         "write psum(jnp.where(axis_index(axis) == source, x, 0), axis) instead"),
+    ) if p
+}
+
+
+def user_line(eqn) -> tuple[str, int] | None:
+    """(file, line) of the user's code that made a jaxpr equation, if known."""
+    frame = _source_info.user_frame(eqn.source_info.traceback)
+    return (frame.file_name, frame.start_line) if frame is not None else None
 
 
 def register_lowering(primitive, rule) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from pmapc import collectives, dialect, hlo, ir, shapes
 from pmapc.collectives import Collective
-from pmapc.errors import AxisError
+from pmapc.errors import AxisError, PmapcError, SourceLoc
 from pmapc.lowering import jax_api
 
 map_p = jax_api.Primitive("pmapc_map")
@@ -132,6 +132,19 @@ def pmapc_ir_rules() -> list:
                  for collective in collectives.ALL)
     rules.extend((p, _identity_rule) for p in jax_api.IDENTITY_PRIMITIVES)
     return rules
+
+
+def check_supported(jaxpr) -> None:
+    """Refuse primitives pmapc cannot lower (in `jaxpr` and the jaxprs inside it),
+    at the user's line that used them."""
+    for eqn in jaxpr.eqns:
+        advice = jax_api.UNSUPPORTED_PRIMITIVES.get(eqn.primitive)
+        if advice is not None:
+            error = PmapcError(f"'{eqn.primitive.name}' is not supported by pmapc yet; {advice}")
+            where = jax_api.user_line(eqn)
+            raise error.at(SourceLoc(*where, 0)) if where is not None else error
+        for inner in jax_api.jaxprs_in(eqn.params):
+            check_supported(inner)
 
 
 def _flatten(values) -> list:

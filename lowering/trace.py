@@ -195,6 +195,7 @@ def trace_body(spec: MapSpec, call: MappedCall):
         raise ShapeError(str(error).splitlines()[0]).with_traceback(error.__traceback__) from None
     finally:
         axes.pop()
+    primitives.check_supported(closed.jaxpr)
     out_tree = output["tree"]
     outs = jax.tree_util.tree_unflatten(out_tree, list(closed.out_avals))
     out_axes = broadcast_prefix(spec, "out_axes", spec.out_axes, outs)

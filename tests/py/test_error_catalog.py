@@ -164,6 +164,14 @@ def test_same_buffer_donated_twice():
     raises_at_line(pmapc.ArgumentError, lambda: f(X, X), line, "donated twice")
 
 
+def test_unsupported_collective_is_refused_at_its_line():
+    # pbroadcast is a real collective in JAX 0.10, not a marker: never an identity.
+    body = lambda y: jax.lax.pbroadcast(y, ("model",), 2)  # noqa: E731
+    line = inspect.getsourcelines(test_unsupported_collective_is_refused_at_its_line)[1] + 2
+    raises_at_line(pmapc.PmapcError, lambda: nest(body)(X), line, "'pbroadcast' is not "
+                   "supported by pmapc yet", "axis_index(axis) == source")
+
+
 def test_non_array_leaf():
     f = pmapc.pmap(lambda a: a, axis_name="data")
     line = next_line()
