@@ -39,7 +39,7 @@ class Compilation:
 
     @property
     def mesh(self) -> Mesh:
-        return dialect.read_mesh(self.module) or Mesh((), ())
+        return dialect.mesh_of(self.module)
 
     @property
     def stages(self) -> dict[str, str]:

@@ -28,7 +28,6 @@ from jax._src.interpreters import pxla as _pxla
 from jax._src.lib import xla_client as _xla_client
 
 from pmapc import dialect, ir
-from pmapc.mesh import Mesh
 
 
 def backend(platform: str | None = None):
@@ -76,7 +75,7 @@ def compile_partitioned(module: ir.Module, devices: Sequence[jax.Device]):
 
 def all_manual(module: ir.Module) -> ir.Module:
     """`module` with its `@main` wrapped in a manual computation over the whole mesh."""
-    mesh = dialect.read_mesh(module) or Mesh((), ())
+    mesh = dialect.mesh_of(module)
     main = ir.functions(module)["main"]
     function_type = ir.function_type(main)
     splits = {

@@ -113,6 +113,20 @@ def is_user_file(filename: str) -> bool:
     return _source_info.is_user_filename(filename) and not filename.startswith("<frozen")
 
 
+def unbound_axis_name(error: NameError):
+    """The axis JAX's axis environment was asked for and does not bind, if `error`
+    is that lookup's NameError (read from the failing frame, not the message)."""
+    lookups = {_core.AxisEnv.axis_size.__code__: "axis_name",
+               _parallel._check_axis_names.__code__: "name"}
+    tb = error.__traceback__
+    while tb is not None:
+        variable = lookups.get(tb.tb_frame.f_code)
+        if variable is not None:
+            return tb.tb_frame.f_locals.get(variable)
+        tb = tb.tb_next
+    return None
+
+
 def raised_by_collective(tb) -> bool:
     """Whether a traceback went through JAX's collective primitives (a user's bad call)."""
     collectives_file = _parallel.__file__

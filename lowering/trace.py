@@ -185,7 +185,7 @@ def trace_body(spec: MapSpec, call: MappedCall):
         closed = jax.make_jaxpr(flat_body, axis_env=[(spec.axis_name, call.axis_size)])(
             *body_avals)
     except NameError as error:
-        name = _unbound_name(error)
+        name = jax_api.unbound_axis_name(error)
         if name is None:
             raise
         raise unbound_axis(name).with_traceback(error.__traceback__) from None
@@ -241,12 +241,6 @@ def symbol_name(name: str) -> str:
 def _drop(shape, axis):
     shape = tuple(shape)
     return shape if axis is None else shape[:axis] + shape[axis + 1 :]
-
-
-def _unbound_name(error: NameError) -> str | None:
-    """The axis name of JAX's "unbound axis name: NAME. ..." error, if it is one."""
-    match = re.search(r"unbound axis name: ([^\s.]+)", str(error))
-    return match.group(1) if match else None
 
 
 def unbound_axis(name: str) -> AxisError:

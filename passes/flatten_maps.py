@@ -25,7 +25,8 @@ import collections
 import dataclasses
 from typing import ClassVar
 
-from pmapc import dialect, hlo, ir
+from pmapc import collectives, dialect, hlo, ir
+from pmapc.errors import Category
 from pmapc.mesh import Mesh
 from pmapc.passes.nesting import Nesting, analyze
 from pmapc.passes.verify_axes import unbound_axis_message
@@ -93,7 +94,7 @@ class _Flattener:
             level = self.nesting.resolve(axis, depth)
             if level is None:
                 raise dialect.error_at(op, unbound_axis_message(
-                    axis, self.nesting.bound_names(depth)))
+                    axis, self.nesting.bound_names(depth)), Category.AXIS)
             mesh_axes.append(self.mesh.axis_names[level])
         if tuple(mesh_axes) != view.axes:
             dialect.set_collective_axes(op, mesh_axes)
@@ -162,7 +163,8 @@ class _Flattener:
             return hlo.drop_dim(operand, in_axis, loc=loc, ip=ip)
         shape = list(ir.shape_of(operand.type))
         index_type = ir.tensor_type([], ir.i32_type())
-        index = dialect.create_collective("axis_index", [], [index_type], [axis], loc=loc, ip=ip)
+        index = dialect.create_collective(collectives.AXIS_INDEX.kind, [], [index_type], [axis],
+                                          loc=loc, ip=ip)
         zero = hlo.i32_scalar(0, loc=loc, ip=ip) if len(shape) > 1 else None
         starts = [zero] * len(shape)
         starts[in_axis] = index.result
@@ -180,7 +182,7 @@ class _Flattener:
         if not list(result.uses):
             return
         gathered = dialect.create_collective(
-            "all_gather", [value], [result.type], [axis], loc=loc, ip=ip,
+            collectives.ALL_GATHER.kind, [value], [result.type], [axis], loc=loc, ip=ip,
             all_gather_dimension=out_axis, tiled=False,
         )
         result.replace_all_uses_with(gathered.result)

@@ -29,6 +29,7 @@ from typing import ClassVar
 from pmapc import collectives, dialect, hlo, ir
 from pmapc.collectives import Collective
 from pmapc.dialect import CollectiveView
+from pmapc.errors import Category
 from pmapc.mesh import Mesh, axis_index_terms, permutation_pairs, replica_groups_for
 
 
@@ -75,10 +76,11 @@ class Lowering:
             if axis not in self.mesh.axis_names:
                 names = ", ".join(f"'{n}'" for n in self.mesh.axis_names) or "none"
                 raise dialect.error_at(view.op, f"axis '{axis}' is not an axis of the mesh "
-                                       f"(axes: {names}); run flatten-maps first")
+                                       f"(axes: {names}); run flatten-maps first",
+                                       Category.AXIS)
         if len(set(view.axes)) != len(view.axes):
             raise dialect.error_at(view.op, f"'{view.kind}' names an axis twice: "
-                                   f"{list(view.axes)}; name each axis once")
+                                   f"{list(view.axes)}; name each axis once", Category.AXIS)
 
     def groups(self, view: CollectiveView) -> ir.Attribute:
         if view.axes not in self.group_attrs:

@@ -13,7 +13,7 @@ import dataclasses
 from collections.abc import Callable
 
 from pmapc import dialect, ir
-from pmapc.errors import Diagnostic, DiagnosticError
+from pmapc.errors import Category, Diagnostic, DiagnosticError
 from pmapc.mesh import Mesh
 
 
@@ -133,4 +133,5 @@ class _Walker:
                 f"map over '{view.axis_name}' (size {view.axis_size}) at nesting depth "
                 f"{depth + 1} disagrees with a sibling map over '{level.name}' (size "
                 f"{level.size}); maps at one depth must bind the same axis name and size",
+                Category.AXIS,
             )

@@ -22,9 +22,7 @@ class SimplifyPass:
 
     def run(self, module: ir.Module) -> bool:
         """True: canonicalize and cse report no change count, so this says "maybe"."""
-        reshapes = [op for f in ir.functions(module).values()
-                    for op in ir.walk_named(f, "stablehlo.reshape")]
-        for op in reshapes:
+        for op in ir.ops_in_functions(module, "stablehlo.reshape"):
             fold_reshape(op)
         ir.run_upstream_passes(module, "canonicalize,cse")
         return True

@@ -13,7 +13,7 @@ import math
 from typing import ClassVar
 
 from pmapc import collectives, dialect, ir, shapes
-from pmapc.errors import DiagnosticError, ShapeError
+from pmapc.errors import Category, DiagnosticError, ShapeError
 from pmapc.passes.nesting import Nesting, analyze
 
 
@@ -48,13 +48,20 @@ def resolve_axes(view: dialect.CollectiveView, depth: int, nesting: Nesting) -> 
     levels = []
     for axis in view.axes:
         if axis in seen:
-            raise dialect.error_at(op, f"'{kind}' names axis '{axis}' twice; name each axis once")
+            raise dialect.error_at(op, f"'{kind}' names axis '{axis}' twice; name each axis once",
+                                   Category.AXIS)
         seen.add(axis)
         level = nesting.resolve(axis, depth)
         if level is None:
-            raise dialect.error_at(op, unbound_axis_message(axis, nesting.bound_names(depth)))
+            raise dialect.error_at(op, unbound_axis_message(axis, nesting.bound_names(depth)),
+                                   Category.AXIS)
         levels.append(level)
     return levels
+
+
+def shape_error(op, message: str):
+    """A diagnostic about a shape that does not fit a map or a collective."""
+    return dialect.error_at(op, message, Category.SHAPE)
 
 
 def unbound_axis_message(axis: str, bound: list[str]) -> str:
@@ -74,11 +81,11 @@ def check_collective(op: ir.Operation, depth: int, nesting: Nesting) -> None:
         return
     operands, results = list(op.operands), list(op.results)
     if not operands or len(operands) != len(results):
-        raise dialect.error_at(op, f"'{view.kind}' needs one result per operand and at least "
+        raise shape_error(op, f"'{view.kind}' needs one result per operand and at least "
                                f"one operand, got {len(operands)} operands and "
                                f"{len(results)} results")
     if not view.collective.reduction and len(operands) != 1:
-        raise dialect.error_at(op, f"'{view.kind}' takes exactly one operand, got {len(operands)}")
+        raise shape_error(op, f"'{view.kind}' takes exactly one operand, got {len(operands)}")
     for operand, result in zip(operands, results):
         _check_result_type(view, operand.type, result.type, group_size)
 
@@ -86,23 +93,23 @@ def check_collective(op: ir.Operation, depth: int, nesting: Nesting) -> None:
 def _check_axis_index(op: ir.Operation) -> None:
     expected = ir.tensor_type([], ir.i32_type())
     if len(op.operands) != 0 or len(op.results) != 1 or op.results[0].type != expected:
-        raise dialect.error_at(op, f"'axis_index' takes no operand and returns {expected}")
+        raise shape_error(op, f"'axis_index' takes no operand and returns {expected}")
 
 
 def _check_result_type(view, operand_type, result_type, group_size) -> None:
     op = view.op
     if not ir.is_ranked_tensor(operand_type) or not ir.is_ranked_tensor(result_type):
-        raise dialect.error_at(op, f"'{view.kind}' works on ranked tensors, got {operand_type}")
+        raise shape_error(op, f"'{view.kind}' works on ranked tensors, got {operand_type}")
     try:
         shape = view.collective.result_shape(
             view.params, ir.shape_of(operand_type), view.axes, group_size
         )
     except ShapeError as error:
-        raise dialect.error_at(op, str(error)) from None
+        raise shape_error(op, str(error)) from None
     expected = ir.tensor_type(shape, ir.element_type_of(operand_type))
     if result_type != expected:
         where = shapes.describe_axes(view.axes, group_size)
-        raise dialect.error_at(op, f"'{view.kind}' over {where} of {operand_type} returns "
+        raise shape_error(op, f"'{view.kind}' over {where} of {operand_type} returns "
                                f"{expected}, but the op says {result_type}")
 
 
@@ -122,37 +129,37 @@ def check_map(op: ir.Operation, functions: dict[str, ir.Operation]) -> None:
 
 def _check_counts(view, what, of, count, expected) -> None:
     if count != expected:
-        raise dialect.error_at(view.op, f"map over '{view.axis_name}' has {count} {what} for "
+        raise shape_error(view.op, f"map over '{view.axis_name}' has {count} {what} for "
                                f"{expected} {of}; give one per {of[:-1]}")
 
 
 def _check_map_operand(view, index, operand_type, in_axis, body_type) -> None:
     where = f"operand #{index} of the map over '{view.axis_name}'"
     if not ir.is_ranked_tensor(operand_type):
-        raise dialect.error_at(view.op, f"{where} must be a ranked tensor, got {operand_type}")
+        raise shape_error(view.op, f"{where} must be a ranked tensor, got {operand_type}")
     try:
         shape = shapes.mapped_operand_shape(
             ir.shape_of(operand_type), in_axis, view.axis_size, view.axis_name
         )
     except ShapeError as error:
-        raise dialect.error_at(view.op, f"{where}: {error}") from None
+        raise shape_error(view.op, f"{where}: {error}") from None
     expected = ir.tensor_type(shape, ir.element_type_of(operand_type))
     if body_type != expected:
-        raise dialect.error_at(view.op, f"{where} is {operand_type}, so its body "
+        raise shape_error(view.op, f"{where} is {operand_type}, so its body "
                                f"'@{view.callee}' must take {expected}, got {body_type}")
 
 
 def _check_map_result(view, index, result_type, out_axis, body_type) -> None:
     where = f"result #{index} of the map over '{view.axis_name}'"
     if not ir.is_ranked_tensor(body_type):
-        raise dialect.error_at(view.op, f"{where} must be a ranked tensor, got {body_type}")
+        raise shape_error(view.op, f"{where} must be a ranked tensor, got {body_type}")
     try:
         shape = shapes.mapped_result_shape(
             ir.shape_of(body_type), out_axis, view.axis_size, view.axis_name
         )
     except ShapeError as error:
-        raise dialect.error_at(view.op, f"{where}: {error}") from None
+        raise shape_error(view.op, f"{where}: {error}") from None
     expected = ir.tensor_type(shape, ir.element_type_of(body_type))
     if result_type != expected:
-        raise dialect.error_at(view.op, f"{where}: the body '@{view.callee}' returns "
+        raise shape_error(view.op, f"{where}: the body '@{view.callee}' returns "
                                f"{body_type}, so the map returns {expected}, not {result_type}")

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 from pmapc import collectives, ir
 from pmapc.collectives import Collective
-from pmapc.errors import Diagnostic, DiagnosticError
+from pmapc.errors import Category, Diagnostic, DiagnosticError
 from pmapc.mesh import Mesh
 
 CUSTOM_CALL = "stablehlo.custom_call"
@@ -27,9 +27,11 @@ MESH_ATTR = "pmapc.mesh"
 SPLIT_ATTR = "pmapc.split"
 TYPED_FFI_API_VERSION = 4
 
-def error_at(op: ir.Operation, message: str) -> DiagnosticError:
-    """A DiagnosticError at `op`'s location."""
-    return DiagnosticError(Diagnostic("error", message, ir.source_loc(op.location)))
+def error_at(op: ir.Operation, message: str,
+             category: Category = Category.IR) -> DiagnosticError:
+    """A DiagnosticError at `op`'s location; `category` says what it is about."""
+    return DiagnosticError(Diagnostic("error", message, ir.source_loc(op.location),
+                                      category=category))
 
 
 def target_of(op: ir.Operation) -> str | None:

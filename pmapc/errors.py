@@ -10,6 +10,7 @@ or device mistake.
 from __future__ import annotations
 
 import dataclasses
+import enum
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,6 +25,14 @@ class SourceLoc:
         return f"{self.file}:{self.line}:{self.col}"
 
 
+class Category(enum.Enum):
+    """What a diagnostic is about; it picks the exception the Python API raises."""
+
+    AXIS = "axis"  # an axis unbound, repeated, or bound differently by siblings
+    SHAPE = "shape"  # a shape or dimension that does not fit a map or a collective
+    IR = "ir"  # malformed pmapc IR (a hand-written module, or a pmapc bug)
+
+
 @dataclasses.dataclass(frozen=True)
 class Diagnostic:
     """One message at one place, with optional notes (MLIR's model)."""
@@ -32,6 +41,7 @@ class Diagnostic:
     message: str
     loc: SourceLoc | None = None
     notes: tuple[Diagnostic, ...] = ()
+    category: Category = Category.IR
 
     def render(self, filename: str | None = None) -> str:
         """`file:line:col: error: message`; `filename` names a "-" (stdin) location."""
@@ -104,11 +114,17 @@ class PipelineError(PmapcError):
     """A pass pipeline string is malformed or names an unknown pass."""
 
 
-_AXIS_MESSAGES = ("is not bound here", "names axis", "twice; name each axis", "sibling map")
+_ERROR_CLASSES: dict[Category, type[PmapcError]] = {
+    Category.AXIS: AxisError,
+    Category.SHAPE: ShapeError,
+}
 
 
 def typed_error(error: DiagnosticError) -> PmapcError:
-    """A DiagnosticError from the passes as an AxisError or ShapeError at the user's line."""
+    """A DiagnosticError from the passes as the error of its category (AxisError,
+    ShapeError) at the user's line; malformed IR stays a DiagnosticError."""
     diagnostic = error.diagnostics[0]
-    kind = AxisError if any(m in diagnostic.message for m in _AXIS_MESSAGES) else ShapeError
-    return kind(diagnostic.message, diagnostic.loc)
+    error_class = _ERROR_CLASSES.get(diagnostic.category)
+    if error_class is None:
+        return error
+    return error_class(diagnostic.message, diagnostic.loc)

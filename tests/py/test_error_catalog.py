@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import pmapc
+from pmapc.errors import Category, Diagnostic, DiagnosticError, SourceLoc, typed_error
 from pmapc.tools.main import main
 
 THIS_FILE = os.path.abspath(__file__)
@@ -239,3 +240,20 @@ def test_unknown_pass(tmp_path, capsys):
     assert main(["opt", "-", "--pass-pipeline=builtin.module(verify-axes,fly)"]) == 1
     err = capsys.readouterr().err
     assert "unknown pass 'fly'" in err and "known passes: verify-axes" in err
+
+
+# -- the exception class follows the diagnostic's category, never its wording ---------
+
+
+@pytest.mark.parametrize(
+    ("category", "error_class"),
+    [(Category.AXIS, pmapc.AxisError), (Category.SHAPE, pmapc.ShapeError),
+     (Category.IR, pmapc.DiagnosticError)],
+)
+def test_typed_error_follows_the_category(category, error_class):
+    where = SourceLoc("prog.py", 7, 3)
+    diagnostic = Diagnostic("error", "a message with no telling words", where, category=category)
+    error = typed_error(DiagnosticError(diagnostic))
+    assert type(error) is error_class
+    if error_class is not pmapc.DiagnosticError:
+        assert error.location == where and str(error).startswith("prog.py:7: ")
