@@ -5,7 +5,7 @@ map's lowering rule runs the whole pmapc compiler on that map and hands JAX
 the result:
 
     trace      lowering/trace.py: the map as pmapc IR (a one-map `@main`)
-    passes     compiler/driver.py: the pipeline, ending in `to-partitions`
+    passes     compiler/pipeline.py: `default_pipeline("partitions")`
     embed      a `jax.shard_map` over the nest's mesh, every axis manual, whose
                body calls the per-device function inserted into JAX's module
 
