@@ -18,7 +18,7 @@ import jax
 import numpy as np
 
 from pmapc import ir
-from pmapc.errors import ArgumentError, AxisError, ShapeError
+from pmapc.errors import ArgumentError, AxisError, PmapcError, ShapeError
 from pmapc.lowering import jax_api, placement, primitives
 
 
@@ -184,6 +184,8 @@ def trace_body(spec: MapSpec, call: MappedCall):
     try:
         closed = jax.make_jaxpr(flat_body, axis_env=[(spec.axis_name, call.axis_size)])(
             *body_avals)
+    except PmapcError:
+        raise  # a nested map's error, already in pmapc's terms
     except NameError as error:
         name = jax_api.unbound_axis_name(error)
         if name is None:

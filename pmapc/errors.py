@@ -94,11 +94,15 @@ class DiagnosticError(PmapcError):
         return "\n".join(d.render(filename) for d in self.diagnostics)
 
 
-class AxisError(PmapcError):
+# Each error is also the builtin class JAX raises for the same mistake, so
+# `except` clauses written for jax.pmap keep working.
+
+
+class AxisError(PmapcError, NameError):
     """An axis name is unbound, repeated, or bound with conflicting sizes."""
 
 
-class ShapeError(PmapcError):
+class ShapeError(PmapcError, ValueError):
     """A shape or dimension does not fit a map or a collective."""
 
 
@@ -106,7 +110,7 @@ class ArgumentError(PmapcError, TypeError):
     """An argument is not an array, or a static argument is not hashable."""
 
 
-class DeviceError(PmapcError):
+class DeviceError(PmapcError, ValueError):
     """The devices available or requested do not fit the mesh."""
 
 

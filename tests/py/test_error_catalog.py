@@ -257,3 +257,17 @@ def test_typed_error_follows_the_category(category, error_class):
     assert type(error) is error_class
     if error_class is not pmapc.DiagnosticError:
         assert error.location == where and str(error).startswith("prog.py:7: ")
+
+
+# -- each error is also the builtin class JAX raised for the same mistake -------------
+
+
+def test_errors_are_the_builtin_classes_jax_raises():
+    with pytest.raises(NameError):
+        nest(lambda y: jax.lax.psum(y, "nope"))(X)
+    with pytest.raises(ValueError):
+        pmapc.pmap(lambda a, b: a + b, axis_name="data")(X, np.ones((3, 4), np.float32))
+    with pytest.raises(ValueError):
+        pmapc.pmap(lambda a: a, axis_name="data", devices=jax.devices()[:1])(X)
+    with pytest.raises(TypeError):
+        pmapc.pmap(lambda a: a, axis_name="data")("hello")
