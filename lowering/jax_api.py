@@ -95,6 +95,12 @@ def closure_to_arguments(closed: ClosedJaxpr) -> tuple[ClosedJaxpr, list]:
     return ClosedJaxpr(jaxpr, ()), list(closed.consts)
 
 
+def is_weakly_typed(value) -> bool:
+    """Whether a value's dtype is weak (a Python scalar's: it defers to the other
+    operand's dtype in promotion)."""
+    return _core.typeof(value).weak_type
+
+
 def is_tracer(value) -> bool:
     return isinstance(value, Tracer)
 

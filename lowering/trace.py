@@ -167,7 +167,8 @@ def _axis_size(spec, leaves, leaf_axes, paths) -> int:
 def trace_body(spec: MapSpec, call: MappedCall):
     """The body's closed jaxpr, its output tree, and the out_axes of each output leaf."""
     body_avals = [
-        jax.ShapeDtypeStruct(_drop(np.shape(leaf), axis), leaf.dtype)
+        jax.ShapeDtypeStruct(_drop(np.shape(leaf), axis), leaf.dtype,
+                             weak_type=jax_api.is_weakly_typed(leaf))
         for leaf, axis in zip(call.leaves, call.leaf_axes)
     ]
     output = {}

@@ -295,3 +295,15 @@ def test_grad_of_a_scan_that_calls_the_map():
     f, g = both(checkpointed_inner_map)
     x = data((2, 4, 3))
     assert_tree_equal(jax.grad(scanned(f))(x), jax.grad(scanned(g))(x), rtol=1e-4, atol=1e-3)
+
+
+def test_weak_types_survive_the_map():
+    """A weakly typed input (a Python scalar broadcast under jit) stays weak through
+    the map, so it defers to bfloat16 in promotion afterwards, as under vmap."""
+    f, g = both(lambda mapper: mapper(lambda y: y * 2.0, axis_name="i"))
+
+    def then_bf16(h):
+        return jax.jit(lambda s: h(jnp.broadcast_to(s, (8,))) + jnp.ones(8, jnp.bfloat16))
+
+    assert then_bf16(g)(2.0).dtype == jnp.bfloat16
+    assert_tree_equal(then_bf16(f)(2.0), then_bf16(g)(2.0))
