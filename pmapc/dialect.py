@@ -78,6 +78,17 @@ class MapView:
     callee: str
 
 
+def verify_ops(module: ir.Module) -> None:
+    """Check every `pmapc.*` op's schema (as MLIR verifies ops after parsing): an
+    unknown `@pmapc.<name>` or a malformed backend_config is a DiagnosticError."""
+    for function in ir.functions(module).values():
+        for op in ir.walk_custom_calls(function):
+            if is_map(op):
+                read_map(op)
+            elif is_pmapc_op(op):
+                read_collective(op)
+
+
 def read_map(op: ir.Operation) -> MapView:
     config = _backend_config(op)
     axis_name = _required(op, config, "axis_name", ir.as_string, "a string")

@@ -14,7 +14,7 @@ import argparse
 import re
 import sys
 
-from pmapc import ir
+from pmapc import dialect, ir
 from pmapc.compiler.pipeline import PIPELINES, describe, parse_pipeline, run_passes
 from pmapc.errors import DiagnosticError, PipelineError
 from pmapc.passes import DEFAULT_TARGET, PASSES, TARGETS
@@ -98,6 +98,7 @@ def process_chunk(chunk, first_line, passes, filename, args) -> tuple[str | None
     context = ir.make_context()
     try:
         module = ir.parse_module(padded, context, filename)
+        dialect.verify_ops(module)
         run_passes(module, passes, after_pass=dump_after if args.print_ir_after_all else None)
         output = ir.print_module(module, debug_info=args.mlir_print_debuginfo)
         found = []

@@ -110,12 +110,15 @@ def load_function(target: str):
 def parse_arg(text: str) -> np.ndarray:
     """`f32[2,4,8]` -> zeros of that dtype and shape (only shapes matter to tracing)."""
     match = _ARG.match(text.replace(" ", ""))
+    usage = "write DTYPE[SHAPE] such as f32[2,4,8], i32[8], bool[2,2] or f32[] for a scalar"
     if match is None:
-        raise ValueError(f"bad --arg '{text}'; write DTYPE[SHAPE] such as f32[2,4,8], "
-                         "i32[8], bool[2,2] or f32[] for a scalar")
+        raise ValueError(f"bad --arg '{text}'; {usage}")
     kind, dims = match.groups()
     dtype = _DTYPES.get(kind) or {"f": "float", "i": "int", "u": "uint"}[kind[0]] + kind[1:]
     shape = tuple(int(d) for d in dims.split(",") if d)
     import jax.numpy as jnp
 
-    return np.zeros(shape, dtype=jnp.dtype(dtype))
+    try:
+        return np.zeros(shape, dtype=jnp.dtype(dtype))
+    except TypeError:
+        raise ValueError(f"bad --arg '{text}': there is no dtype '{kind}'; {usage}") from None

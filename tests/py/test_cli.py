@@ -78,6 +78,8 @@ def test_trace_emits_spmd(capsys):
         (["trace", f"{QUICKSTART}:main", "--arg", "f32[2]"],
          "TypeError: main() takes 0 positional arguments but 1 was given"),
         (["trace", f"{QUICKSTART}:step", "--arg", "float[2]"], "bad --arg"),
+        (["trace", f"{QUICKSTART}:step", "--arg", "f33[2,4]"],
+         "bad --arg 'f33[2,4]': there is no dtype 'f33'"),
         (["trace", f"{QUICKSTART}:step", "--arg", "f32[2]"], "args[0] is a scalar"),
     ],
 )
