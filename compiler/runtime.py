@@ -85,11 +85,18 @@ def pick_devices(mesh: Mesh, devices: Sequence[jax.Device] | None, backend: str 
             raise DeviceError(not_enough_devices(mesh, len(available), available[0].platform))
         return list(available[: mesh.size])
     devices = list(devices)
+    if not devices:
+        raise DeviceError(f"devices= is empty, but the mesh {mesh} needs {mesh.size} devices; "
+                          f"pass {mesh.size} devices, or leave devices= out for the first "
+                          f"{mesh.size}")
     if len(devices) != mesh.size:
         raise DeviceError(f"the mesh {mesh} needs {mesh.size} devices, but devices= lists "
                           f"{len(devices)}; pass exactly {mesh.size}")
-    if len({d.id for d in devices}) != len(devices):
-        raise DeviceError("devices= lists a device twice; each mesh position needs its own")
+    repeated = [d for i, d in enumerate(devices) if d in devices[:i]]
+    if repeated:
+        raise DeviceError(f"devices= lists {repeated[0]} twice (positions "
+                          f"{[i for i, d in enumerate(devices) if d == repeated[0]]}); each "
+                          "mesh position needs its own device")
     if len({d.platform for d in devices}) != 1:
         raise DeviceError("devices= mixes platforms "
                           f"({sorted({d.platform for d in devices})}); use devices of one kind")

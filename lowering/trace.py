@@ -159,8 +159,9 @@ def _axis_size(spec, leaves, leaf_axes, paths) -> int:
         raise ShapeError(f"pmapc.pmap over '{spec.axis_name}': mapped dimensions disagree "
                          f"({listed}{given}); every mapped dimension must have the same size")
     if not found:
-        raise ShapeError(f"pmapc.pmap over '{spec.axis_name}': no argument is mapped, so the "
-                         "axis size is unknown; pass axis_size=N")
+        raise ShapeError(f"pmapc.pmap over '{spec.axis_name}': no argument is mapped (in_axes "
+                         f"is None for every argument), so the axis size is unknown; map an "
+                         "argument or pass axis_size=N")
     return found.pop()
 
 

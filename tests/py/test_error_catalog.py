@@ -107,7 +107,8 @@ def test_in_axes_count_not_matching_arguments():
 def test_no_mapped_argument_and_no_axis_size():
     f = pmapc.pmap(lambda a: a, axis_name="data", in_axes=None)
     line = next_line()
-    raises_at_line(pmapc.ShapeError, lambda: f(X), line, "pass axis_size=N")
+    raises_at_line(pmapc.ShapeError, lambda: f(X), line, "pass axis_size=N",
+                   "in_axes is None for every argument")
 
 
 # -- devices ----------------------------------------------------------------------
@@ -123,7 +124,15 @@ def test_more_devices_than_exist():
 def test_devices_with_duplicates():
     f = pmapc.pmap(lambda a: a, axis_name="data", devices=[jax.devices()[0]] * 2)
     line = next_line()
-    raises_at_line(pmapc.DeviceError, lambda: f(X), line, "lists a device twice")
+    raises_at_line(pmapc.DeviceError, lambda: f(X), line,
+                   f"lists {jax.devices()[0]} twice (positions [0, 1])")
+
+
+def test_empty_devices():
+    f = pmapc.pmap(lambda a: a, axis_name="data", devices=[])
+    line = next_line()
+    raises_at_line(pmapc.DeviceError, lambda: f(X), line, "devices= is empty",
+                   "needs 2 devices")
 
 
 def test_devices_of_mixed_kinds():
