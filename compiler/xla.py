@@ -111,6 +111,14 @@ def execute(executable, arguments: Sequence[jax.Array], handlers: list) -> list[
     return results.consume_with_handlers(handlers)
 
 
+def cost_analysis(executable) -> dict[str, float]:
+    return dict(executable.cost_analysis())
+
+
+def memory_analysis(executable):
+    return executable.get_compiled_memory_stats()
+
+
 def hlo_text(executable) -> str:
     """The optimized HLO XLA compiled (for inspecting collectives and their bytes)."""
     return executable.hlo_modules()[0].to_string()

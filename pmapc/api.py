@@ -47,12 +47,16 @@ def pmap(
     backend: str | None = None,
     axis_size: int | None = None,
     donate_argnums: int | Sequence[int] = (),
+    global_arg_shapes: tuple | None = None,
 ):
     """Map `fun` over `axis_name`; nest calls to map over a device mesh.
 
     Same arguments as `jax.pmap`; `devices` is only allowed on the outermost
     map, and `donate_argnums` donates the outermost map's arguments.
     """
+    if global_arg_shapes is not None:
+        raise ArgumentError("pmapc.pmap takes global_arg_shapes=None only (as JAX 0.4's pmap "
+                            "outside multi-host xmap); leave it out")
     settings = dict(axis_name=axis_name, in_axes=in_axes, out_axes=out_axes,
                     static_broadcasted_argnums=static_broadcasted_argnums, devices=devices,
                     backend=backend, axis_size=axis_size, donate_argnums=donate_argnums)
@@ -276,3 +280,12 @@ class Compiled:
     def as_text(self) -> str:
         """The HLO XLA compiled, after its optimizations."""
         return xla.hlo_text(self.executable.loaded)
+
+    def cost_analysis(self) -> dict[str, float]:
+        """XLA's cost estimate of the per-device program (flops, bytes accessed, ...)."""
+        return xla.cost_analysis(self.executable.loaded)
+
+    def memory_analysis(self):
+        """XLA's memory statistics of the per-device program (argument, output, temp
+        and generated-code sizes in bytes)."""
+        return xla.memory_analysis(self.executable.loaded)

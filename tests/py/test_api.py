@@ -44,6 +44,23 @@ def test_lowered_compile_runs():
     assert "all-reduce" in compiled.as_text()
 
 
+def test_compiled_reports_xla_analyses_and_takes_static_arguments_again():
+    f = pmapc.pmap(lambda v, k: v * k, axis_name="i", static_broadcasted_argnums=1)
+    x = np.ones((8, 4), np.float32)
+    compiled = f.lower(x, 3.0).compile()
+    np.testing.assert_array_equal(np.asarray(compiled(x, 3.0)), np.full((8, 4), 3.0))
+    np.testing.assert_array_equal(np.asarray(compiled(x)), np.full((8, 4), 3.0))
+    assert compiled.cost_analysis()["flops"] > 0
+    assert compiled.memory_analysis().argument_size_in_bytes == 4 * 4
+
+
+def test_global_arg_shapes_accepts_none_only():
+    assert pmapc.pmap(lambda v: v, axis_name="i", global_arg_shapes=None)(
+        np.ones((8, 1), np.float32)).shape == (8, 1)
+    with pytest.raises(pmapc.ArgumentError, match="global_arg_shapes=None only"):
+        pmapc.pmap(lambda v: v, axis_name="i", global_arg_shapes=((4,),))
+
+
 def test_compiles_once_per_signature():
     f = nested_psum()
     x = np.arange(24, dtype=np.float32).reshape(2, 4, 3)
