@@ -59,19 +59,30 @@ class MappedCall:
     axis_size: int
 
 
-def flatten_call(spec: MapSpec, args: Sequence) -> MappedCall:
+def flatten_call(spec: MapSpec, args: Sequence, kwargs: dict | None = None) -> MappedCall:
+    """A call's mapped leaves. Keyword arguments are mapped over their leading axis,
+    as in `jax.pmap` (`in_axes` describes the positional ones)."""
+    kwargs = kwargs or {}
     static = {i: args[i] for i in spec.static_argnums if i < len(args)}
-    dynamic = tuple(a for i, a in enumerate(args) if i not in static)
-    in_axes = _positional_in_axes(spec, len(args), static)
+    positional = tuple(a for i, a in enumerate(args) if i not in static)
+    dynamic = (positional, kwargs)
     leaves, in_tree = jax.tree_util.tree_flatten(dynamic)
-    leaf_axes = broadcast_prefix(spec, "in_axes", in_axes, dynamic)
-    paths = ["args" + jax.tree_util.keystr(path) for path, _ in
+    in_axes = _positional_in_axes(spec, len(args), static)
+    leaf_axes = broadcast_prefix(spec, "in_axes", in_axes, positional)
+    leaf_axes += [0] * (len(leaves) - len(leaf_axes))
+    paths = [_argument_path(path) for path, _ in
              jax.tree_util.tree_flatten_with_path(dynamic)[0]]
     leaves = [_as_array(spec, leaf, path) for leaf, path in zip(leaves, paths)]
     leaf_axes = [_normalize_axis(spec, "in_axes", axis, np.ndim(leaf), path)
                  for axis, leaf, path in zip(leaf_axes, leaves, paths)]
     axis_size = _axis_size(spec, leaves, leaf_axes, paths)
     return MappedCall(leaves, in_tree, leaf_axes, static, axis_size)
+
+
+def _argument_path(path) -> str:
+    """`args[0]['w']` or `kwargs['bias']` for a leaf of (positional, keyword) arguments."""
+    where, rest = path[0], path[1:]
+    return ("args" if where.idx == 0 else "kwargs") + jax.tree_util.keystr(rest)
 
 
 def _positional_in_axes(spec: MapSpec, count: int, static: dict) -> tuple:
@@ -175,10 +186,11 @@ def trace_body(spec: MapSpec, call: MappedCall):
     output = {}
 
     def flat_body(*leaves):
-        args = list(jax.tree_util.tree_unflatten(call.in_tree, leaves))
+        positional, kwargs = jax.tree_util.tree_unflatten(call.in_tree, leaves)
+        args = list(positional)
         for index in sorted(call.static_args):
             args.insert(index, call.static_args[index])
-        flat, output["tree"] = jax.tree_util.tree_flatten(spec.fun(*args))
+        flat, output["tree"] = jax.tree_util.tree_flatten(spec.fun(*args, **kwargs))
         return flat
 
     axes = enclosing_axes()

@@ -105,18 +105,19 @@ class MappedFunction:
         # for the host's cores.
         self._calls = 0
 
-    def __call__(self, *args):
+    def __call__(self, *args, **kwargs):
         if trace.enclosing_axes():
-            return self._call_nested(args)
+            return self._call_nested(args, kwargs)
         if self.donate_argnums:
             try:
                 check_donations(self.donate_argnums, args)
             except PmapcError as error:
                 raise at_user_call_site(error) from None
         try:
-            outputs = self._jitted(*args)
+            outputs = self._jitted(*args, **kwargs)
         except (TypeError, ValueError) as error:
-            explained = None if isinstance(error, PmapcError) else self._argument_error(args)
+            explained = None if isinstance(error, PmapcError) else self._argument_error(
+                args, kwargs)
             if explained is None:
                 raise
             raise at_user_call_site(explained) from None
@@ -125,18 +126,18 @@ class MappedFunction:
             jax.block_until_ready(outputs)  # bound the runs in flight (see __init__)
         return outputs
 
-    def lower(self, *args) -> Lowered:
+    def lower(self, *args, **kwargs) -> Lowered:
         """Trace and run the passes: the IR of every stage, ready to `.compile()`."""
         if trace.enclosing_axes():
             raise PmapcError("'.lower()' is for the outermost pmapc.pmap function; call "
                              "inner ones directly inside the outer body")
-        return lower(self, *args)
+        return lower(self, *args, **kwargs)
 
     def _outermost_function(self):
         """The function `jax.jit` traces: this map, outermost, bound on its mesh."""
 
-        def outermost(*args):
-            call = self._flatten(args)
+        def outermost(*args, **kwargs):
+            call = self._flatten(args, kwargs)
             outs, out_tree = self._traced(functools.partial(
                 trace.bind, devices=self.devices, backend=self.backend, outermost=True), call)
             return jax.tree_util.tree_unflatten(out_tree, outs)
@@ -144,10 +145,10 @@ class MappedFunction:
         outermost.__name__ = outermost.__qualname__ = self.spec.name
         return outermost
 
-    def _argument_error(self, args) -> PmapcError | None:
+    def _argument_error(self, args, kwargs) -> PmapcError | None:
         """What is wrong with the arguments `jax.jit` refused, in pmapc's terms."""
         try:
-            call = trace.flatten_call(self.spec, args)
+            call = trace.flatten_call(self.spec, args, kwargs)
         except PmapcError as error:
             return error
         try:
@@ -159,18 +160,18 @@ class MappedFunction:
                 "or another hashable value")
         return None
 
-    def _call_nested(self, args):
+    def _call_nested(self, args, kwargs):
         if self.devices is not None:
             raise at_user_call_site(DeviceError(
                 f"devices= was given to the inner pmapc.pmap over '{self.spec.axis_name}'; "
                 "only the outermost map chooses devices (pass devices= there)"))
-        call = self._flatten(args)
+        call = self._flatten(args, kwargs)
         outs, out_tree = self._traced(trace.bind, call)
         return jax.tree_util.tree_unflatten(out_tree, outs)
 
-    def _flatten(self, args) -> trace.MappedCall:
+    def _flatten(self, args, kwargs=None) -> trace.MappedCall:
         try:
-            return trace.flatten_call(self.spec, args)
+            return trace.flatten_call(self.spec, args, kwargs)
         except PmapcError as error:
             raise at_user_call_site(error) from None
 

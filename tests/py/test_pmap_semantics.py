@@ -549,3 +549,20 @@ def test_inner_map_reusing_the_outer_name_shadows_it(rng):
     total, index = check_against_vmap(lambda mapper: nest(mapper, body, ("i", "i")), x)
     assert_tree_equal(total, np.broadcast_to(x.sum(axis=1, keepdims=True), x.shape))
     assert_tree_equal(index, np.broadcast_to(np.arange(4, dtype=np.int32), (2, 4)))
+
+
+def test_keyword_arguments_are_mapped_over_their_leading_axis(rng):
+    """jax.pmap maps keyword arguments over axis 0 (in_axes covers positional ones)."""
+    x, bias = small_ints(rng, (2, 4, 3)), small_ints(rng, (2, 4, 3))
+
+    def build(mapper):
+        def inner(y, *, bias):
+            return lax.psum(y, "model") + bias
+
+        def outer(v, *, bias):
+            return mapper(inner, "model")(v, bias=bias) * lax.axis_index("data")
+
+        return lambda v, *, bias: mapper(outer, "data")(v, bias=bias)
+
+    actual = build(pmapc.pmap)(x, bias=bias)
+    assert_tree_equal(np.asarray(actual), build(vmap_mapper)(x, bias=bias))
