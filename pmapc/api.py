@@ -84,12 +84,15 @@ class MappedFunction:
             raise TypeError(f"pmapc.pmap needs a callable, got {type(fun).__name__}")
         functools.update_wrapper(self, fun)
         static = static_broadcasted_argnums
+        name = getattr(fun, "__name__", "body")
         self.spec = trace.MapSpec(
             fun=fun,
-            axis_name=axis_name if axis_name is not None else f"_pmapc_axis_{id(self)}",
+            # No collective can name an unnamed map's axis; this name only shows up
+            # in messages, the IR and the mesh.
+            axis_name=axis_name if axis_name is not None else f"<unnamed axis of {name}>",
             in_axes=in_axes, out_axes=out_axes,
             static_argnums=(static,) if isinstance(static, int) else tuple(static),
-            axis_size=axis_size, name=getattr(fun, "__name__", "body"),
+            axis_size=axis_size, name=name,
         )
         self.devices = devices
         self.backend = backend

@@ -280,3 +280,14 @@ def test_errors_are_the_builtin_classes_jax_raises():
         pmapc.pmap(lambda a: a, axis_name="data", devices=jax.devices()[:1])(X)
     with pytest.raises(TypeError):
         pmapc.pmap(lambda a: a, axis_name="data")("hello")
+
+
+def test_unnamed_map_has_a_readable_name():
+    def rows(a, b):
+        return a + b
+
+    f = pmapc.pmap(rows)
+    line = next_line()
+    raises_at_line(pmapc.ShapeError, lambda: f(X, np.ones((3, 4), np.float32)), line,
+                   "pmapc.pmap over '<unnamed axis of rows>': mapped dimensions disagree")
+    np.testing.assert_array_equal(np.asarray(f(X, X)), 2 * X)
