@@ -63,7 +63,8 @@ def flatten_call(spec: MapSpec, args: Sequence, kwargs: dict | None = None) -> M
     """A call's mapped leaves. Keyword arguments are mapped over their leading axis,
     as in `jax.pmap` (`in_axes` describes the positional ones)."""
     kwargs = kwargs or {}
-    static = {i: args[i] for i in spec.static_argnums if i < len(args)}
+    check_argnums(spec.name, "static_broadcasted_argnums", spec.static_argnums, len(args))
+    static = {i: args[i] for i in spec.static_argnums}
     positional = tuple(a for i, a in enumerate(args) if i not in static)
     dynamic = (positional, kwargs)
     leaves, in_tree = jax.tree_util.tree_flatten(dynamic)
@@ -77,6 +78,15 @@ def flatten_call(spec: MapSpec, args: Sequence, kwargs: dict | None = None) -> M
                  for axis, leaf, path in zip(leaf_axes, leaves, paths)]
     axis_size = _axis_size(spec, leaves, leaf_axes, paths)
     return MappedCall(leaves, in_tree, leaf_axes, static, axis_size)
+
+
+def check_argnums(name: str, what: str, argnums: Sequence[int], count: int) -> None:
+    """Refuse argument numbers that name no positional argument of the call."""
+    missing = [i for i in argnums if not 0 <= i < count]
+    if missing:
+        raise ArgumentError(f"{what}={tuple(argnums)}, but '{name}' was called with {count} "
+                            f"positional argument(s), so {missing[0]} names none; pass that "
+                            f"argument or use numbers in 0..{count - 1}")
 
 
 def _argument_path(path) -> str:

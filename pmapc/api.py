@@ -113,7 +113,7 @@ class MappedFunction:
             return self._call_nested(args, kwargs)
         if self.donate_argnums:
             try:
-                check_donations(self.donate_argnums, args)
+                check_donations(self.spec.name, self.donate_argnums, args)
             except PmapcError as error:
                 raise at_user_call_site(error) from None
         try:
@@ -212,12 +212,12 @@ def lower(fun: Callable, *args, target: str = "partitions", **kwargs) -> Lowered
     return Lowered(compilation, out_tree, devices, backend, static_argnums)
 
 
-def check_donations(donate_argnums, args) -> None:
-    """Refuse a buffer donated twice: XLA cannot give one buffer to two outputs."""
+def check_donations(name: str, donate_argnums, args) -> None:
+    """Refuse an argument number past the call's arguments, and a buffer donated
+    twice (XLA cannot give one buffer to two outputs)."""
+    trace.check_argnums(name, "donate_argnums", donate_argnums, len(args))
     seen: dict[int, int] = {}
     for argnum in donate_argnums:
-        if argnum >= len(args):
-            continue
         for leaf in jax.tree_util.tree_leaves(args[argnum]):
             if id(leaf) in seen and seen[id(leaf)] != argnum:
                 raise ArgumentError(

@@ -106,8 +106,10 @@ class ShapeError(PmapcError, ValueError):
     """A shape or dimension does not fit a map or a collective."""
 
 
-class ArgumentError(PmapcError, TypeError):
-    """An argument is not an array, or a static argument is not hashable."""
+class ArgumentError(PmapcError, TypeError, ValueError):
+    """An argument is not an array, a static argument is not hashable, or an argument
+    number is out of range (JAX raises TypeError for the first two, ValueError for
+    the last)."""
 
 
 class DeviceError(PmapcError, ValueError):

@@ -291,3 +291,19 @@ def test_unnamed_map_has_a_readable_name():
     raises_at_line(pmapc.ShapeError, lambda: f(X, np.ones((3, 4), np.float32)), line,
                    "pmapc.pmap over '<unnamed axis of rows>': mapped dimensions disagree")
     np.testing.assert_array_equal(np.asarray(f(X, X)), 2 * X)
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [({"static_broadcasted_argnums": 1}, "static_broadcasted_argnums=(1,), but 'add' was "
+      "called with 1 positional argument(s)"),
+     ({"donate_argnums": 3}, "donate_argnums=(3,), but 'add' was called with 1")],
+    ids=["static", "donate"],
+)
+def test_argument_numbers_past_the_call(settings, message):
+    def add(a, b=1.0):
+        return a + b
+
+    f = pmapc.pmap(add, axis_name="data", **settings)
+    line = next_line()
+    raises_at_line(ValueError, lambda: f(X), line, message)
