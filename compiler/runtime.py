@@ -84,7 +84,7 @@ def pick_devices(mesh: Mesh, devices: Sequence[jax.Device] | None, backend: str 
         if len(available) < mesh.size:
             raise DeviceError(not_enough_devices(mesh, len(available), available[0].platform))
         return list(available[: mesh.size])
-    devices = list(devices)
+    devices = device_list(mesh, devices)
     if not devices:
         raise DeviceError(f"devices= is empty, but the mesh {mesh} needs {mesh.size} devices; "
                           f"pass {mesh.size} devices, or leave devices= out for the first "
@@ -101,6 +101,18 @@ def pick_devices(mesh: Mesh, devices: Sequence[jax.Device] | None, backend: str 
         raise DeviceError("devices= mixes platforms "
                           f"({sorted({d.platform for d in devices})}); use devices of one kind")
     return devices
+
+
+def device_list(mesh: Mesh, devices) -> list:
+    """`devices=` as a flat list in mesh order: a sequence, or a `jax.sharding.Mesh` or
+    device array whose shape is the nest's mesh shape (one device per position)."""
+    grid = devices.devices if isinstance(devices, JaxMesh) else np.array(
+        list(devices) if not isinstance(devices, np.ndarray) else devices, dtype=object)
+    if grid.ndim > 1 and grid.shape != mesh.shape:
+        raise DeviceError(f"devices= has shape {grid.shape}, but the nest's mesh {mesh} has "
+                          f"shape {mesh.shape}; pass a device array of that shape or a flat "
+                          f"list of {mesh.size}")
+    return list(grid.flat)
 
 
 def not_enough_devices(mesh: Mesh, count: int, platform: str) -> str:

@@ -92,3 +92,17 @@ def test_use_host_devices_after_start_needs_no_more_devices():
     pmapc.use_host_devices(8)
     with pytest.raises(pmapc.DeviceError, match="already started"):
         pmapc.use_host_devices(64)
+
+
+def test_devices_as_a_mesh_or_an_array_of_the_nest_shape():
+    nested = nested_psum()
+    x = np.arange(24, dtype=np.float32).reshape(2, 4, 3)
+    grid = np.array(jax.devices()[::-1]).reshape(2, 4)
+    for devices in (grid, jax.sharding.Mesh(grid, ("rows", "columns"))):
+        f = pmapc.pmap(nested.spec.fun, axis_name="data", devices=devices)
+        result = f(x)
+        np.testing.assert_allclose(np.asarray(result), expected_nested_psum(x))
+        assert list(result.sharding.mesh.devices.flat) == list(grid.flat)
+    wrong = pmapc.pmap(nested.spec.fun, axis_name="data", devices=grid.reshape(4, 2))
+    with pytest.raises(pmapc.DeviceError, match=r"has shape \(4, 2\), but the nest's mesh"):
+        wrong(x)
