@@ -18,6 +18,7 @@ import numpy as np
 from jax.sharding import AbstractMesh
 from jax.sharding import Mesh as JaxMesh
 
+from pmapc import dialect
 from pmapc.compiler import runtime
 from pmapc.lowering import jax_api, primitives
 from pmapc.mesh import Mesh
@@ -27,7 +28,7 @@ from pmapc.passes.nesting import Level, Nesting
 def mesh_of_nest(jaxpr, axis_name: str, axis_size: int, devices,
                  backend) -> JaxMesh | AbstractMesh:
     """The mesh an outermost map over `axis_name` with body `jaxpr` runs on."""
-    levels = [Level(axis_name, axis_size)]
+    levels = [Level(dialect.axis_label(axis_name), axis_size)]
     _find_levels(jaxpr.jaxpr, 1, levels)
     mesh = Nesting(levels).mesh()
     if devices is None and len(jax.devices(backend)) < mesh.size:
@@ -56,7 +57,8 @@ def _find_levels(jaxpr, depth: int, levels: list[Level]) -> None:
     for eqn in jaxpr.eqns:
         if eqn.primitive is primitives.map_p:
             if depth == len(levels):
-                levels.append(Level(eqn.params["axis_name"], eqn.params["axis_size"]))
+                levels.append(Level(dialect.axis_label(eqn.params["axis_name"]),
+                                    eqn.params["axis_size"]))
             _find_levels(eqn.params["jaxpr"].jaxpr, depth + 1, levels)
             continue
         for sub in jax_api.jaxprs_in(eqn.params):

@@ -74,7 +74,8 @@ def _map_to_pmapc_ir(ctx, *operands, jaxpr, axis_name, axis_size, in_axes, out_a
         "call_target_name": ir.string_attr(dialect.MAP_TARGET),
         "called_computations": ir.array_attr([ir.symbol_ref_attr(callee)]),
     }
-    attributes.update(dialect.map_config(axis_name, axis_size, in_axes, out_axes))
+    attributes.update(dialect.map_config(dialect.axis_label(axis_name), axis_size, in_axes,
+                                         out_axes))
     op = ir.create_op(dialect.CUSTOM_CALL, _flatten(operands), result_types, attributes,
                       loc=ir.Location.current, ip=ir.InsertionPoint.current)
     return op.results
@@ -91,8 +92,8 @@ def _axes_of(params) -> tuple[tuple[str, ...], tuple[int, ...]]:
     if params.get("axis_index_groups") is not None:
         raise AxisError("axis_index_groups are not supported by pmapc; split the axis into "
                         "two nested maps and name the inner one instead")
-    named = tuple(n for n in names if isinstance(n, str))
-    positional = tuple(n for n in names if not isinstance(n, str))
+    positional = tuple(n for n in names if isinstance(n, int) and not isinstance(n, bool))
+    named = tuple(dialect.axis_label(n) for n in names if n not in positional)
     return named, positional
 
 

@@ -27,6 +27,12 @@ MESH_ATTR = "pmapc.mesh"
 SPLIT_ATTR = "pmapc.split"
 TYPED_FFI_API_VERSION = 4
 
+def axis_label(name) -> str:
+    """An axis name as the IR writes it: a string as it is, any other hashable (an
+    enum member, a tuple of strings, ...) as its type and repr."""
+    return name if isinstance(name, str) else f"{type(name).__name__}:{name!r}"
+
+
 def error_at(op: ir.Operation, message: str,
              category: Category = Category.IR) -> DiagnosticError:
     """A DiagnosticError at `op`'s location; `category` says what it is about."""

@@ -8,6 +8,7 @@ a ppermute that leaves devices without a source) the expected values come from n
 
 from __future__ import annotations
 
+import enum
 import functools
 
 import jax
@@ -566,3 +567,20 @@ def test_keyword_arguments_are_mapped_over_their_leading_axis(rng):
 
     actual = build(pmapc.pmap)(x, bias=bias)
     assert_tree_equal(np.asarray(actual), build(vmap_mapper)(x, bias=bias))
+
+
+class Axis(enum.Enum):
+    """Axis names need only be hashable (jax.pmap's documentation): enum members here."""
+
+    ROWS = "rows"
+    COLUMNS = "columns"
+
+
+def test_any_hashable_axis_name(rng):
+    def body(x):
+        return {"both": lax.psum(x, (Axis.ROWS, Axis.COLUMNS)),
+                "index": lax.axis_index(Axis.COLUMNS),
+                "gathered": lax.all_gather(x, Axis.ROWS)}
+
+    check_against_vmap(lambda mapper: nest(mapper, body, (Axis.ROWS, Axis.COLUMNS)),
+                       small_ints(rng, (2, 4, 3)))
