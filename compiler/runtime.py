@@ -103,6 +103,12 @@ def pick_devices(mesh: Mesh, devices: Sequence[jax.Device] | None, backend: str 
     return devices
 
 
+def jax_mesh(mesh: Mesh, devices) -> JaxMesh:
+    """`mesh` over `devices`, given in mesh order, as a `jax.sharding.Mesh`."""
+    grid = np.array(list(devices), dtype=object).reshape(mesh.axis_sizes)
+    return JaxMesh(grid, mesh.axis_names)
+
+
 def device_list(mesh: Mesh, devices) -> list:
     """`devices=` as a flat list in mesh order: a sequence, or a `jax.sharding.Mesh` or
     device array whose shape is the nest's mesh shape (one device per position)."""
@@ -154,8 +160,7 @@ class Executable:
         compile_for = (xla.compile_partitioned if self.form == "partitions"
                        else xla.compile_replicated)
         self.loaded = compile_for(module, self.devices)
-        device_grid = np.array(self.devices, dtype=object).reshape(self.mesh.shape)
-        self.jax_mesh = JaxMesh(device_grid, self.mesh.axis_names)
+        self.jax_mesh = jax_mesh(self.mesh, self.devices)
         self.in_shardings = [NamedSharding(self.jax_mesh, s.spec()) for s in self.arguments]
         self.out_shardings = [NamedSharding(self.jax_mesh, s.spec()) for s in self.results]
         self.handlers = xla.result_handlers(

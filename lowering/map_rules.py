@@ -42,11 +42,6 @@ def _bind_with_constants(constants, operands, *, jaxpr, in_axes, out_axes, **par
                     **params)
 
 
-def _lifted(closed):
-    """A closed jaxpr from JAX's transformations as (body closed over nothing, constants)."""
-    return jax_api.closure_to_arguments(closed)
-
-
 # ----------------------------------------------------------------------------
 # JVP
 
@@ -55,7 +50,7 @@ def _map_jvp(primals, tangents, *, jaxpr, in_axes, out_axes, **params):
     nonzeros = [type(t) is not jax_api.Zero for t in tangents]
     with jax_api.axis_env(params["axis_name"], params["axis_size"]):
         jvp_closed, out_nonzeros = jax_api.jvp_jaxpr(jaxpr, nonzeros, instantiate=False)
-    body, constants = _lifted(jvp_closed)
+    body, constants = jax_api.closure_to_arguments(jvp_closed)
     tangents_in = [t for t, nz in zip(tangents, nonzeros) if nz]
     tangent_in_axes = [a for a, nz in zip(in_axes, nonzeros) if nz]
     tangent_out_axes = [a for a, nz in zip(out_axes, out_nonzeros) if nz]
@@ -80,7 +75,7 @@ def _map_partial_eval(trace, *tracers, jaxpr, in_axes, out_axes, **params):
             jax_api.partial_eval_jaxpr_nounits(jaxpr, unknowns, instantiate=False))
     residual_count = len(residual_avals)
 
-    known_body, known_constants = _lifted(known_closed)
+    known_body, known_constants = jax_api.closure_to_arguments(known_closed)
     known_values = [t.pval.get_known() for t, uk in zip(tracers, unknowns) if not uk]
     known_outs = _bind_with_constants(
         known_constants, known_values, jaxpr=known_body,
@@ -91,7 +86,7 @@ def _map_partial_eval(trace, *tracers, jaxpr, in_axes, out_axes, **params):
     split = len(known_outs) - residual_count
     known_outs, residuals = known_outs[:split], known_outs[split:]
 
-    unknown_body, unknown_constants = _lifted(unknown_closed)
+    unknown_body, unknown_constants = jax_api.closure_to_arguments(unknown_closed)
     in_tracers = [*map(trace.new_instantiated_const, [*unknown_constants, *residuals]),
                   *[trace.instantiate_const(t) for t, uk in zip(tracers, unknowns) if uk]]
     unknown_params = dict(
@@ -200,7 +195,7 @@ def _map_batch(axis_data, args, dims, *, jaxpr, in_axes, out_axes, **params):
         batched.append(True)
     with jax_api.axis_env(params["axis_name"], params["axis_size"]):
         batched_closed, out_batched = jax_api.batch_jaxpr(jaxpr, axis_data, batched, False)
-    body, constants = _lifted(batched_closed)
+    body, constants = jax_api.closure_to_arguments(batched_closed)
     outs = _bind_with_constants(
         constants, operands, jaxpr=body, in_axes=body_in_axes,
         out_axes=[None if axis is None else axis + b for axis, b in zip(out_axes, out_batched)],

@@ -14,7 +14,6 @@ raises the DeviceError (`concrete`).
 from __future__ import annotations
 
 import jax
-import numpy as np
 from jax.sharding import AbstractMesh
 from jax.sharding import Mesh as JaxMesh
 
@@ -33,7 +32,7 @@ def mesh_of_nest(jaxpr, axis_name: str, axis_size: int, devices,
     mesh = Nesting(levels).mesh()
     if devices is None and len(jax.devices(backend)) < mesh.size:
         return AbstractMesh(mesh.axis_sizes, mesh.axis_names)
-    return jax_mesh(mesh, runtime.pick_devices(mesh, devices, backend))
+    return runtime.jax_mesh(mesh, runtime.pick_devices(mesh, devices, backend))
 
 
 def concrete(mesh: JaxMesh | AbstractMesh) -> JaxMesh:
@@ -41,11 +40,6 @@ def concrete(mesh: JaxMesh | AbstractMesh) -> JaxMesh:
     if isinstance(mesh, AbstractMesh):
         runtime.pick_devices(pmapc_mesh(mesh), None, None)
     return mesh
-
-
-def jax_mesh(mesh: Mesh, devices) -> JaxMesh:
-    grid = np.array(list(devices), dtype=object).reshape(mesh.axis_sizes)
-    return JaxMesh(grid, mesh.axis_names)
 
 
 def pmapc_mesh(mesh: JaxMesh | AbstractMesh) -> Mesh:
