@@ -1,10 +1,10 @@
 """Where an outermost map runs: the mesh of its nest and the devices of that mesh.
 
-The mesh has one axis per nesting depth, outermost first, found from the
-traced body the way `flatten-maps` finds it from the IR (the first map at each
-depth; `verify-axes` reports siblings that disagree). Knowing it when the map
-is bound lets `jax.jit` place the program on those devices and lets errors
-about the devices given point at the call.
+The mesh refines every chain of nested maps (`pmapc/layout.py`: one axis per
+nesting depth unless sibling maps differ), found from the traced body as
+`flatten-maps` finds it from the IR. Knowing it when the map is bound lets
+`jax.jit` place the program on those devices and lets errors about the devices
+given point at the call.
 
 Staging needs no devices (`pmapc trace` runs where there are too few): without
 `devices=` and with too few devices the mesh is abstract, and running it
@@ -17,19 +17,27 @@ import jax
 from jax.sharding import AbstractMesh
 from jax.sharding import Mesh as JaxMesh
 
-from pmapc import dialect
+from pmapc import dialect, layout
 from pmapc.compiler import runtime
+from pmapc.errors import AxisError
+from pmapc.layout import Chain
 from pmapc.lowering import jax_api, primitives
 from pmapc.mesh import Mesh
-from pmapc.passes.nesting import Level, Nesting
 
 
 def mesh_of_nest(jaxpr, axis_name: str, axis_size: int, devices,
                  backend) -> JaxMesh | AbstractMesh:
     """The mesh an outermost map over `axis_name` with body `jaxpr` runs on."""
-    levels = [Level(dialect.axis_label(axis_name), axis_size)]
-    _find_levels(jaxpr.jaxpr, 1, levels)
-    mesh = Nesting(levels).mesh()
+    outermost = ((dialect.axis_label(axis_name), axis_size),)
+    chains = [outermost]
+    _find_chains(jaxpr.jaxpr, outermost, chains)
+    try:
+        mesh = layout.layout(chains).mesh
+    except ValueError:
+        raise AxisError("the maps nested in the map over "
+                        f"'{dialect.axis_label(axis_name)}' have sizes that share no device "
+                        "layout (sibling maps whose sizes do not divide one another); make "
+                        "the sizes of sibling maps divide one another") from None
     if devices is None and len(jax.devices(backend)) < mesh.size:
         return AbstractMesh(mesh.axis_sizes, mesh.axis_names)
     return runtime.jax_mesh(mesh, runtime.pick_devices(mesh, devices, backend))
@@ -46,14 +54,14 @@ def pmapc_mesh(mesh: JaxMesh | AbstractMesh) -> Mesh:
     return Mesh(tuple(mesh.axis_names), tuple(mesh.axis_sizes))
 
 
-def _find_levels(jaxpr, depth: int, levels: list[Level]) -> None:
-    """Record the axis of the first map at each depth below `depth` in `jaxpr`."""
+def _find_chains(jaxpr, scope: Chain, chains: list[Chain]) -> None:
+    """Record the chain of every map in `jaxpr`, which runs in `scope`."""
     for eqn in jaxpr.eqns:
         if eqn.primitive is primitives.map_p:
-            if depth == len(levels):
-                levels.append(Level(dialect.axis_label(eqn.params["axis_name"]),
-                                    eqn.params["axis_size"]))
-            _find_levels(eqn.params["jaxpr"].jaxpr, depth + 1, levels)
+            chain = (*scope, (dialect.axis_label(eqn.params["axis_name"]),
+                              eqn.params["axis_size"]))
+            chains.append(chain)
+            _find_chains(eqn.params["jaxpr"].jaxpr, chain, chains)
             continue
         for sub in jax_api.jaxprs_in(eqn.params):
-            _find_levels(sub, depth, levels)
+            _find_chains(sub, scope, chains)

@@ -1,6 +1,8 @@
 """flatten-maps: turn nested maps into one SPMD program over the device mesh.
 
-The mesh has one axis per nesting depth, outermost first; devices are numbered
+The mesh refines every chain of nested maps (`pmapc/layout.py`): one axis per
+nesting depth when the maps at each depth agree, and each map binds one or
+more consecutive mesh axes when siblings differ. Devices are numbered
 row-major over it. Every map is inlined where it stands:
 
 - a mapped operand becomes the device's own slice (`axis_index` of the map's
@@ -10,7 +12,8 @@ row-major over it. Every map is inlined where it stands:
   every device of the axis needs afterwards), not JAX 0.4's psum of a
   zero-padded buffer; an unmapped result is the device's own value;
 - `func.call`s whose callees hold maps or collectives are inlined too, and
-  every collective's axis names are resolved (shadowing included) to mesh axes.
+  every collective's axis names are resolved (shadowing included) to the mesh
+  axes of the map that binds them.
 
 At the entry the slices and gathers of `@main`'s own maps become per-device
 arguments and results: an argument used only as mapped operand #k of maps with
@@ -27,7 +30,7 @@ from typing import ClassVar
 
 from pmapc import collectives, dialect, hlo, ir
 from pmapc.errors import Category
-from pmapc.mesh import Mesh
+from pmapc.layout import Chain, Layout
 from pmapc.passes.nesting import Nesting, analyze
 from pmapc.passes.verify_axes import unbound_axis_message
 
@@ -41,63 +44,66 @@ class FlattenMapsPass:
     split_entry: bool = True
 
     def run(self, module: ir.Module) -> bool:
-        nesting = analyze(module)
-        mesh = nesting.mesh()
-        _Flattener(module, nesting, mesh, self.split_entry).run()
-        dialect.write_mesh(module, mesh)
+        layout = analyze(module).layout()
+        _Flattener(module, layout, self.split_entry).run()
+        dialect.write_mesh(module, layout.mesh)
         return True
 
 
 class _Flattener:
-    def __init__(self, module: ir.Module, nesting: Nesting, mesh: Mesh, split_entry: bool):
-        self.nesting = nesting
-        self.mesh = mesh
+    def __init__(self, module: ir.Module, layout: Layout, split_entry: bool):
+        self.layout = layout
         self.split_entry = split_entry
         self.functions = ir.functions(module)
         self.main = self.functions["main"]
-        self.worklist: collections.deque[tuple[ir.Operation, int]] = collections.deque()
-        self.split_args: dict[ir.Value, int] = {}
-        self.result_splits: dict[int, int] = {}
+        self.worklist: collections.deque[tuple[ir.Operation, Chain]] = collections.deque()
+        # Entry arguments and results passed split: (dimension, mesh axes).
+        self.split_args: dict[ir.Value, tuple[int, tuple[str, ...]]] = {}
+        self.result_splits: dict[int, tuple[int, tuple[str, ...]]] = {}
         self.inline_memo: dict[str, bool] = {}
 
     def run(self) -> None:
         if self.split_entry:
             self.split_entry_arguments()
-        self.scan(self.main, depth=0)
+        self.scan(self.main, scope=())
         while self.worklist:
-            op, depth = self.worklist.popleft()
+            op, scope = self.worklist.popleft()
             if dialect.is_map(op):
-                self.inline_map(op, depth)
+                self.inline_map(op, scope)
             else:
-                self.inline_call(op, depth)
+                self.inline_call(op, scope)
         self.finish_entry()
         self.erase_unreachable_functions()
 
     # -- scanning ------------------------------------------------------------
 
-    def scan(self, root: ir.Operation, depth: int) -> None:
+    def scan(self, root: ir.Operation, scope: Chain) -> None:
         """Queue the maps and calls inside `root` and resolve its collectives' axes."""
         custom_calls, calls = ir.walk_custom_calls_and_calls(root)
         for op in custom_calls:
             if dialect.is_map(op):
-                self.worklist.append((op, depth))
+                self.worklist.append((op, scope))
             elif dialect.is_collective(op):
-                self.resolve_axes(op, depth)
+                self.resolve_axes(op, scope)
         for op in calls:
             if self.needs_inlining(ir.callee_of(op)):
-                self.worklist.append((op, depth))
+                self.worklist.append((op, scope))
 
-    def resolve_axes(self, op: ir.Operation, depth: int) -> None:
+    def resolve_axes(self, op: ir.Operation, scope: Chain) -> None:
         view = dialect.read_collective(op)
-        mesh_axes = []
+        mesh_axes: list[str] = []
         for axis in view.axes:
-            level = self.nesting.resolve(axis, depth)
-            if level is None:
+            position = Nesting.resolve(scope, axis)
+            if position is None:
                 raise dialect.error_at(op, unbound_axis_message(
-                    axis, self.nesting.bound_names(depth)), Category.AXIS)
-            mesh_axes.append(self.mesh.axis_names[level])
+                    axis, Nesting.bound_names(scope)), Category.AXIS)
+            mesh_axes.extend(self.mesh_axes(scope[:position + 1]))
         if tuple(mesh_axes) != view.axes:
             dialect.set_collective_axes(op, mesh_axes)
+
+    def mesh_axes(self, chain: Chain) -> tuple[str, ...]:
+        """The mesh axes bound by the innermost map of `chain`."""
+        return self.layout.axes_of([size for _, size in chain])
 
     def needs_inlining(self, name: str) -> bool:
         """Whether function `name` holds maps or collectives, directly or through calls."""
@@ -114,38 +120,40 @@ class _Flattener:
 
     # -- inlining ------------------------------------------------------------
 
-    def inline_map(self, op: ir.Operation, depth: int) -> None:
+    def inline_map(self, op: ir.Operation, scope: Chain) -> None:
         view = dialect.read_map(op)
-        axis = self.mesh.axis_names[depth]
+        chain = (*scope, (view.axis_name, view.axis_size))
+        axes = self.mesh_axes(chain)
         ip, loc = ir.InsertionPoint(op), op.location
         args = [
-            self.slice_operand(operand, in_axis, axis, ip=ip, loc=loc)
+            self.slice_operand(operand, in_axis, axes, ip=ip, loc=loc)
             for operand, in_axis in zip(op.operands, view.in_axes)
         ]
-        body_results = self.inline_body(self.functions[view.callee], args, depth + 1, op)
+        body_results = self.inline_body(self.functions[view.callee], args, chain, op)
         for result, value, out_axis in zip(op.results, body_results, view.out_axes):
-            self.replace_map_result(result, value, out_axis, axis, depth, ip=ip, loc=loc)
+            self.replace_map_result(result, value, out_axis, axes, at_entry=not scope,
+                                    ip=ip, loc=loc)
         op.erase()
 
-    def inline_call(self, op: ir.Operation, depth: int) -> None:
+    def inline_call(self, op: ir.Operation, scope: Chain) -> None:
         callee = self.functions[ir.callee_of(op)]
-        results = self.inline_body(callee, list(op.operands), depth, op)
+        results = self.inline_body(callee, list(op.operands), scope, op)
         for result, value in zip(op.results, results):
             result.replace_all_uses_with(value)
         op.erase()
 
-    def inline_body(self, function, args, depth, site: ir.Operation) -> list[ir.Value]:
+    def inline_body(self, function, args, scope: Chain, site: ir.Operation) -> list[ir.Value]:
         """Put a copy of `function`'s body before `site`, with `args` for its arguments.
 
         The copy is made whole (one native clone) and its ops are moved out, so
         no op is visited twice in Python; its maps, calls and collectives are
-        scanned at `depth` first.
+        scanned in `scope` first.
         """
         copy = ir.detached_clone(function)
         block = ir.function_entry_block(copy)
         for argument, value in zip(block.arguments, args):
             argument.replace_all_uses_with(value)
-        self.scan(copy, depth)
+        self.scan(copy, scope)
         ops = [op.operation for op in block.operations]
         results = list(ops[-1].operands)  # func.return's
         for op in ops[:-1]:
@@ -155,7 +163,7 @@ class _Flattener:
 
     # -- slices and gathers --------------------------------------------------
 
-    def slice_operand(self, operand, in_axis, axis, *, ip, loc) -> ir.Value:
+    def slice_operand(self, operand, in_axis, axes, *, ip, loc) -> ir.Value:
         """The device's own slice of a mapped operand (or the operand, if unmapped)."""
         if in_axis is None:
             return operand
@@ -163,8 +171,8 @@ class _Flattener:
             return hlo.drop_dim(operand, in_axis, loc=loc, ip=ip)
         shape = list(ir.shape_of(operand.type))
         index_type = ir.tensor_type([], ir.i32_type())
-        index = dialect.create_collective(collectives.AXIS_INDEX.kind, [], [index_type], [axis],
-                                          loc=loc, ip=ip)
+        index = dialect.create_collective(collectives.AXIS_INDEX.kind, [], [index_type],
+                                          list(axes), loc=loc, ip=ip)
         zero = hlo.i32_scalar(0, loc=loc, ip=ip) if len(shape) > 1 else None
         starts = [zero] * len(shape)
         starts[in_axis] = index.result
@@ -172,17 +180,18 @@ class _Flattener:
         sliced = hlo.dynamic_slice(operand, starts, shape, loc=loc, ip=ip)
         return hlo.drop_dim(sliced, in_axis, loc=loc, ip=ip)
 
-    def replace_map_result(self, result, value, out_axis, axis, depth, *, ip, loc) -> None:
-        """Give the map result's users the stacked value: an all_gather over `axis`."""
+    def replace_map_result(self, result, value, out_axis, axes, *, at_entry, ip,
+                           loc) -> None:
+        """Give the map result's users the stacked value: an all_gather over `axes`."""
         if out_axis is None:
             result.replace_all_uses_with(value)
             return
-        if depth == 0 and self.split_entry:
-            self.return_split(result, value, out_axis, ip=ip, loc=loc)
+        if at_entry and self.split_entry:
+            self.return_split(result, value, out_axis, axes, ip=ip, loc=loc)
         if not list(result.uses):
             return
         gathered = dialect.create_collective(
-            collectives.ALL_GATHER.kind, [value], [result.type], [axis], loc=loc, ip=ip,
+            collectives.ALL_GATHER.kind, [value], [result.type], list(axes), loc=loc, ip=ip,
             all_gather_dimension=out_axis, tiled=False,
         )
         result.replace_all_uses_with(gathered.result)
@@ -192,31 +201,35 @@ class _Flattener:
     def split_entry_arguments(self) -> None:
         """Pass @main arguments used only as mapped map operands as per-device blocks."""
         for arg in ir.function_entry_block(self.main).arguments:
-            in_axis = self.common_in_axis(arg)
-            if in_axis is None:
+            split = self.common_split(arg)
+            if split is None:
                 continue
             shape = list(ir.shape_of(arg.type))
-            shape[in_axis] = 1
+            shape[split[0]] = 1
             ir.set_value_type(arg, ir.tensor_type(shape, ir.element_type_of(arg.type)))
-            self.split_args[arg] = in_axis
+            self.split_args[arg] = split
 
-    def common_in_axis(self, arg: ir.Value) -> int | None:
-        in_axes = set()
+    def common_split(self, arg: ir.Value) -> tuple[int, tuple[str, ...]] | None:
+        """(dimension, mesh axes) if every use of `arg` is a mapped operand of
+        outermost maps that split it the same way."""
+        splits = set()
         for owner, index in ir.uses_of(arg):
             if not dialect.is_map(owner):
                 return None
-            in_axes.add(dialect.read_map(owner).in_axes[index])
-        if len(in_axes) != 1 or None in in_axes:
+            view = dialect.read_map(owner)
+            axes = self.mesh_axes(((view.axis_name, view.axis_size),))
+            splits.add((view.in_axes[index], axes))
+        if len(splits) != 1 or next(iter(splits))[0] is None:
             return None
-        return in_axes.pop()
+        return splits.pop()
 
-    def return_split(self, result, value, out_axis, *, ip, loc) -> None:
+    def return_split(self, result, value, out_axis, axes, *, ip, loc) -> None:
         """Return the device's block of `result` wherever @main returns it."""
         for owner, index in ir.uses_of(result):
             if owner.name != "func.return" or owner.parent != self.main:
                 continue
             owner.operands[index] = hlo.insert_unit_dim(value, out_axis, loc=loc, ip=ip)
-            self.result_splits[index] = out_axis
+            self.result_splits[index] = (out_axis, axes)
 
     def finish_entry(self) -> None:
         """Update @main's type to its per-device arguments and results, with their splits."""
@@ -225,19 +238,19 @@ class _Flattener:
         arg_types = [arg.type for arg in block.arguments]
         result_types = [value.type for value in returned.operands]
         ir.set_function_type(self.main, arg_types, result_types)
-        axis = self.mesh.axis_names[0] if self.mesh.axis_names else None
         for index, arg in enumerate(block.arguments):
-            split = self.split_of(arg.type, self.split_args.get(arg), axis)
+            split = self.split_of(arg.type, self.split_args.get(arg))
             ir.set_arg_attr(self.main, "arg", index, dialect.SPLIT_ATTR, split)
         for index, type_ in enumerate(result_types):
-            split = self.split_of(type_, self.result_splits.get(index), axis)
+            split = self.split_of(type_, self.result_splits.get(index))
             ir.set_arg_attr(self.main, "res", index, dialect.SPLIT_ATTR, split)
 
     @staticmethod
-    def split_of(type_, dim, axis) -> ir.Attribute:
-        dims = [[] for _ in ir.shape_of(type_)]
-        if dim is not None:
-            dims[dim] = [axis]
+    def split_of(type_, split: tuple[int, tuple[str, ...]] | None) -> ir.Attribute:
+        dims: list[list[str]] = [[] for _ in ir.shape_of(type_)]
+        if split is not None:
+            dim, axes = split
+            dims[dim] = list(axes)
         return dialect.split_attr(dims)
 
     def erase_unreachable_functions(self) -> None:

@@ -1,10 +1,15 @@
-"""Nesting analysis: which map binds which axis at which depth.
+"""Nesting analysis: which map binds which axis, and where its devices are.
 
-Walks the call graph from `@main`. A function body runs at a depth: `@main`
-at 0, the body of a map found at depth d at d + 1, a `func.call` callee at its
-caller's depth. All maps at one depth must bind the same axis name and size
-(they become one mesh axis); an axis name resolves to the innermost depth that
-binds it, so an inner map that binds a name again shadows the outer one.
+Walks the call graph from `@main`. Code runs in a scope: the chain of maps
+around it, outermost first (`@main` in the empty one, a map's body in the
+map's scope plus the map, a `func.call` callee in its caller's). An axis name
+resolves to the innermost map of the scope that binds it, so a map that binds
+a name again shadows the outer one.
+
+Maps side by side may bind different names and sizes, as in JAX 0.4: the
+nest's mesh refines every chain of map sizes, and each map binds one or more
+consecutive mesh axes (`pmapc/layout.py`); a smaller sibling's work repeats
+over the devices it leaves over.
 """
 
 from __future__ import annotations
@@ -12,53 +17,46 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from pmapc import dialect, ir
+from pmapc import dialect, ir, layout
 from pmapc.errors import Category, Diagnostic, DiagnosticError
+from pmapc.layout import Chain
 from pmapc.mesh import Mesh
 
 
 @dataclasses.dataclass
-class Level:
-    """The axis bound by every map whose body runs at one depth."""
-
-    name: str
-    size: int
-
-
-@dataclasses.dataclass
 class Nesting:
-    levels: list[Level] = dataclasses.field(default_factory=list)
+    """Every chain of maps in the program, and the mesh they share."""
 
-    def resolve(self, name: str, depth: int) -> int | None:
-        """The 0-based level that `name` refers to in code running at `depth`."""
-        for level in range(depth - 1, -1, -1):
-            if self.levels[level].name == name:
-                return level
+    chains: list[Chain] = dataclasses.field(default_factory=list)
+    factors: tuple[int, ...] = ()
+
+    @staticmethod
+    def resolve(scope: Chain, name: str) -> int | None:
+        """The position in `scope` of the map that `name` refers to, or None."""
+        for position in range(len(scope) - 1, -1, -1):
+            if scope[position][0] == name:
+                return position
         return None
 
-    def bound_names(self, depth: int) -> list[str]:
-        return [level.name for level in self.levels[:depth]]
+    @staticmethod
+    def bound_names(scope: Chain) -> list[str]:
+        return [name for name, _ in scope]
+
+    def layout(self) -> layout.Layout:
+        return layout.layout(self.chains)
 
     def mesh(self) -> Mesh:
-        """The device mesh: one axis per level, outermost first, names made unique."""
-        names: list[str] = []
-        for level in self.levels:
-            name = level.name
-            suffix = 1
-            while name in names:
-                name = f"{level.name}_{suffix}"
-                suffix += 1
-            names.append(name)
-        return Mesh(tuple(names), tuple(level.size for level in self.levels))
+        """The device mesh: one axis per depth unless sibling maps differ."""
+        return self.layout().mesh
 
 
-# visit(op, depth, nesting): called for every map and collective, with the
-# depth it runs at and the levels bound so far.
-Visitor = Callable[[ir.Operation, int, Nesting], None]
+# visit(op, scope, nesting): called for every map and collective, with the
+# scope it runs in and the chains found so far.
+Visitor = Callable[[ir.Operation, Chain, Nesting], None]
 
 
 def analyze(module: ir.Module, visit: Visitor | None = None) -> Nesting:
-    """Build the nesting levels; raise DiagnosticError on structural errors."""
+    """Find every chain of maps; raise DiagnosticError on structural errors."""
     functions = ir.functions(module)
     if "main" not in functions:
         raise DiagnosticError(
@@ -69,8 +67,8 @@ def analyze(module: ir.Module, visit: Visitor | None = None) -> Nesting:
                 ir.source_loc(module.operation.location),
             )
         )
-    walker = _Walker(functions, visit or (lambda op, depth, nesting: None))
-    walker.visit_function("main", 0, None)
+    walker = _Walker(functions, visit or (lambda op, scope, nesting: None))
+    walker.visit_function("main", (), None)
     return walker.nesting
 
 
@@ -80,58 +78,60 @@ class _Walker:
         self.visit = visit
         self.nesting = Nesting()
         self.path: list[str] = []
-        self.seen: set[tuple[str, int]] = set()
+        self.seen: set[tuple[str, Chain]] = set()
 
-    def visit_function(self, name: str, depth: int, caller: ir.Operation | None) -> None:
+    def visit_function(self, name: str, scope: Chain, caller: ir.Operation | None) -> None:
         if name in self.path:
             cycle = " -> ".join(f"@{n}" for n in [*self.path[self.path.index(name) :], name])
             raise dialect.error_at(caller, f"recursive call {cycle}; maps and calls "
                                    "must not call themselves")
-        if (name, depth) in self.seen:
+        if (name, scope) in self.seen:
             return
         function = self.functions[name]
         if not function.regions[0].blocks:
             where = caller if caller is not None else function
             raise dialect.error_at(where, f"'@{name}' is only declared; give it a body")
-        self.seen.add((name, depth))
+        self.seen.add((name, scope))
         self.path.append(name)
         custom_calls, calls = ir.walk_custom_calls_and_calls(function)
         for op in custom_calls:
-            self.visit_custom_call(op, depth)
+            self.visit_custom_call(op, scope)
         for op in calls:
             callee = ir.callee_of(op)
             if callee in self.functions:
-                self.visit_function(callee, depth, op)
+                self.visit_function(callee, scope, op)
         self.path.pop()
 
-    def visit_custom_call(self, op: ir.Operation, depth: int) -> None:
+    def visit_custom_call(self, op: ir.Operation, scope: Chain) -> None:
         if dialect.is_map(op):
-            self.visit_map(op, depth)
+            self.visit_map(op, scope)
         elif dialect.is_collective(op):
-            self.visit(op, depth, self.nesting)
+            self.visit(op, scope, self.nesting)
 
-    def visit_map(self, op: ir.Operation, depth: int) -> None:
+    def visit_map(self, op: ir.Operation, scope: Chain) -> None:
         view = dialect.read_map(op)
         callee = self.functions.get(view.callee)
         if callee is None:
             raise dialect.error_at(
                 op, f"'pmapc.map' calls '@{view.callee}', which is not a function in this module"
             )
-        self.bind_level(op, depth, view)
-        self.visit(op, depth, self.nesting)
-        self.visit_function(view.callee, depth + 1, op)
+        chain = (*scope, (view.axis_name, view.axis_size))
+        self.add_chain(op, chain)
+        self.visit(op, scope, self.nesting)
+        self.visit_function(view.callee, chain, op)
 
-    def bind_level(self, op: ir.Operation, depth: int, view: dialect.MapView) -> None:
-        levels = self.nesting.levels
-        if depth == len(levels):
-            levels.append(Level(view.axis_name, view.axis_size))
-            return
-        level = levels[depth]
-        if (level.name, level.size) != (view.axis_name, view.axis_size):
+    def add_chain(self, op: ir.Operation, chain: Chain) -> None:
+        factors = layout.refine(self.nesting.factors, [size for _, size in chain])
+        if factors is None:
+            sizes = " x ".join(str(size) for _, size in chain)
+            others = " x ".join(str(size) for size in self.nesting.factors)
             raise dialect.error_at(
                 op,
-                f"map over '{view.axis_name}' (size {view.axis_size}) at nesting depth "
-                f"{depth + 1} disagrees with a sibling map over '{level.name}' (size "
-                f"{level.size}); maps at one depth must bind the same axis name and size",
+                f"map over '{chain[-1][0]}' (size {chain[-1][1]}) cannot share the devices "
+                f"of the maps beside it: its chain of maps splits them {sizes}, the maps "
+                f"before it {others}, and no mesh splits them both ways; make the sizes of "
+                "sibling maps divide one another",
                 Category.AXIS,
             )
+        self.nesting.factors = factors
+        self.nesting.chains.append(chain)

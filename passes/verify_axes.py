@@ -1,9 +1,9 @@
 """verify-axes: check that every map and collective is well formed and bound.
 
 Reports, at each op's location: a collective axis that no enclosing map binds,
-an axis named twice, sibling maps that disagree on an axis, and operand or
-result types that do not fit `in_axes`, `out_axes`, the axis size or the
-collective's parameters. Changes nothing.
+an axis named twice, sibling maps whose sizes share no device layout, and
+operand or result types that do not fit `in_axes`, `out_axes`, the axis size
+or the collective's parameters. Changes nothing.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import ClassVar
 
 from pmapc import collectives, dialect, ir, shapes
 from pmapc.errors import Category, DiagnosticError, ShapeError
+from pmapc.layout import Chain
 from pmapc.passes.nesting import Nesting, analyze
 
 
@@ -26,12 +27,12 @@ class VerifyAxesPass:
     def run(self, module: ir.Module) -> bool:
         errors = []
 
-        def visit(op: ir.Operation, depth: int, nesting: Nesting) -> None:
+        def visit(op: ir.Operation, scope: Chain, nesting: Nesting) -> None:
             try:
                 if dialect.is_map(op):
                     check_map(op, ir.functions(module))
                 else:
-                    check_collective(op, depth, nesting)
+                    check_collective(op, scope)
             except DiagnosticError as error:
                 errors.extend(error.diagnostics)
 
@@ -41,8 +42,9 @@ class VerifyAxesPass:
         return False
 
 
-def resolve_axes(view: dialect.CollectiveView, depth: int, nesting: Nesting) -> list[int]:
-    """The levels a collective's axes refer to; errors name the axis and the fix."""
+def resolve_axes(view: dialect.CollectiveView, scope: Chain) -> list[int]:
+    """The positions in `scope` of the maps that a collective's axes refer to; errors
+    name the axis and the fix."""
     op, kind = view.op, view.kind
     seen = set()
     levels = []
@@ -51,9 +53,9 @@ def resolve_axes(view: dialect.CollectiveView, depth: int, nesting: Nesting) -> 
             raise dialect.error_at(op, f"'{kind}' names axis '{axis}' twice; name each axis once",
                                    Category.AXIS)
         seen.add(axis)
-        level = nesting.resolve(axis, depth)
+        level = Nesting.resolve(scope, axis)
         if level is None:
-            raise dialect.error_at(op, unbound_axis_message(axis, nesting.bound_names(depth)),
+            raise dialect.error_at(op, unbound_axis_message(axis, Nesting.bound_names(scope)),
                                    Category.AXIS)
         levels.append(level)
     return levels
@@ -72,10 +74,10 @@ def unbound_axis_message(axis: str, bound: list[str]) -> str:
     return f"axis '{axis}' is not bound here; bound axes are {names}"
 
 
-def check_collective(op: ir.Operation, depth: int, nesting: Nesting) -> None:
+def check_collective(op: ir.Operation, scope: Chain) -> None:
     view = dialect.read_collective(op)
-    levels = resolve_axes(view, depth, nesting)
-    group_size = math.prod(nesting.levels[level].size for level in levels)
+    levels = resolve_axes(view, scope)
+    group_size = math.prod(scope[level][1] for level in levels)
     if view.collective is collectives.AXIS_INDEX:
         _check_axis_index(op)
         return

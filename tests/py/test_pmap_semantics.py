@@ -228,6 +228,84 @@ def test_sibling_inner_maps_share_the_inner_axis(rng):
     check_against_vmap(build, small_ints(rng, (2, 4, 3)))
 
 
+def test_sibling_maps_of_different_sizes(rng):
+    # JAX 0.4 runs the smaller sibling replicated over the devices it leaves over.
+    def build(mapper):
+        def rows(x, y):
+            wide = mapper(lambda v: lax.psum(v, "a") * 10 + lax.axis_index("a"), "a")(x)
+            narrow = mapper(lambda v: lax.psum(v, ("data", "b")) + lax.axis_index(("b", "data")),
+                            "b")(y)
+            both = mapper(lambda v, w: lax.pmax(v * w, ("b", "data")), "b")(wide[::2], narrow)
+            return wide, narrow, both, lax.psum(x, "data")
+
+        return mapper(rows, "data")
+
+    check_against_vmap(build, small_ints(rng, (2, 4, 3)), small_ints(rng, (2, 2, 3)))
+
+
+def test_sibling_maps_of_one_size_and_different_names(rng):
+    def build(mapper):
+        def rows(x):
+            first = mapper(lambda v: lax.all_gather(v, "p"), "p")(x)
+            second = mapper(lambda v: lax.ppermute(v, "q", ring(4)) + lax.psum(v, "data"), "q")(x)
+            return first, second
+
+        return mapper(rows, "data")
+
+    check_against_vmap(build, small_ints(rng, (2, 4, 3)))
+
+
+def test_smaller_sibling_with_its_own_inner_map(rng):
+    # Under 'data': 'a' (4) beside 'b' (2), which maps 'c' (2) inside: the mesh
+    # refines both chains, and collectives over 'b' and 'c' see their own sizes.
+    def build(mapper):
+        def inner(v):
+            return lax.psum(v, "c") + 100 * lax.axis_index(("c", "b")) + lax.pmin(v, ("data", "b"))
+
+        def rows(x, y):
+            wide = mapper(lambda v: lax.pmean(v, ("a", "data")), "a")(x)
+            nested = mapper(lambda z: mapper(inner, "c")(z) * lax.axis_index("b"), "b")(y)
+            return wide, nested
+
+        return mapper(rows, "data")
+
+    check_against_vmap(build, small_ints(rng, (2, 4, 3)), small_ints(rng, (2, 2, 2, 3)))
+
+
+def test_sibling_map_of_size_one(rng):
+    def build(mapper):
+        def rows(x, y):
+            return (mapper(lambda v: lax.psum(v, ("model", "data")), "model")(x),
+                    mapper(lambda v: v + lax.axis_index("one") + lax.psum(v, "one"), "one")(y))
+
+        return mapper(rows, "data")
+
+    check_against_vmap(build, small_ints(rng, (2, 4, 3)), small_ints(rng, (2, 1, 3)))
+
+
+def test_gradient_through_sibling_maps_of_different_sizes(rng):
+    def build(mapper):
+        def rows(x, y):
+            wide = mapper(lambda v: jnp.sin(v) * lax.psum(v, "a"), "a")(x)
+            narrow = mapper(lambda v: lax.psum(v * v, ("b", "data")), "b")(y)
+            return wide.sum() * narrow.sum()
+
+        program = mapper(rows, "data")
+        return jax.grad(lambda x, y: program(x, y).sum(), argnums=(0, 1))
+
+    check_against_vmap(build, small_ints(rng, (2, 4, 3)), small_ints(rng, (2, 2, 3)),
+                       rtol=1e-5, atol=1e-5)
+
+
+def test_sibling_sizes_that_share_no_layout_are_refused(rng):
+    def rows(x, y):
+        return (pmapc.pmap(lambda v: v, "a")(x), pmapc.pmap(lambda v: v, "b")(y))
+
+    program = pmapc.pmap(rows, "data")
+    with pytest.raises(pmapc.AxisError, match=r"sizes that share no device layout.*divide"):
+        program(np.zeros((1, 4)), np.zeros((1, 6)))
+
+
 def test_inner_output_feeds_the_outer_body_and_another_inner_map(rng):
     def build(mapper):
         def rows(x):

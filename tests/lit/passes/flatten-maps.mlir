@@ -337,3 +337,44 @@ module @sibling_maps_share_one_mesh_axis {
     return %0 : tensor<f32>
   }
 }
+
+
+// -----
+
+// Sibling maps of different names and sizes, as JAX 0.4 ran them: under
+// 'data' (2), 'a' (4) and 'b' (2) share 4 devices. The mesh refines both:
+// 'b' binds the first size-2 axis, 'a' both size-2 axes (devices ordered as
+// a = 2 * b + a), and each pair of devices that differ only along the last
+// axis runs 'b's work twice. Collectives over a map's axis act over its axes.
+// CHECK-LABEL: module @sibling_maps_of_different_sizes
+// CHECK-SAME: pmapc.mesh = {axis_names = ["data", "b", "a"], axis_sizes = array<i64: 2, 2, 2>}
+// CHECK: func.func public @main(%[[X:.*]]: tensor<1x4xf32>
+// CHECK-SAME{LITERAL}: {pmapc.split = [["data"], []]}
+// CHECK-SAME: %[[Y:.*]]: tensor<1x2xf32>
+// CHECK: %[[IA:.*]] = stablehlo.custom_call @pmapc.axis_index() {{.*}}axes = ["b", "a"]
+// CHECK: stablehlo.dynamic_slice {{.*}}, %[[IA]], sizes = [1]
+// CHECK: @pmapc.psum({{.*}}axes = ["data", "b", "a"]
+// CHECK: @pmapc.all_gather({{.*}}axes = ["b", "a"]{{.*}} -> tensor<4xf32>
+// CHECK: %[[IB:.*]] = stablehlo.custom_call @pmapc.axis_index() {{.*}}axes = ["b"]
+// CHECK: stablehlo.dynamic_slice {{.*}}, %[[IB]], sizes = [1]
+// CHECK: @pmapc.psum({{.*}}axes = ["b"]
+// CHECK: @pmapc.all_gather({{.*}}axes = ["b"]{{.*}} -> tensor<2xf32>
+module @sibling_maps_of_different_sizes {
+  func.func public @main(%arg0: tensor<2x4xf32>, %arg1: tensor<2x2xf32>) -> (tensor<2x4xf32>, tensor<2x2xf32>) {
+    %0:2 = stablehlo.custom_call @pmapc.map(%arg0, %arg1) {called_computations = [@outer], api_version = 4 : i32, backend_config = {axis_name = "data", axis_size = 2 : i64, in_axes = [0, 0], out_axes = [0, 0]}} : (tensor<2x4xf32>, tensor<2x2xf32>) -> (tensor<2x4xf32>, tensor<2x2xf32>)
+    return %0#0, %0#1 : tensor<2x4xf32>, tensor<2x2xf32>
+  }
+  func.func private @outer(%arg0: tensor<4xf32>, %arg1: tensor<2xf32>) -> (tensor<4xf32>, tensor<2xf32>) {
+    %0 = stablehlo.custom_call @pmapc.map(%arg0) {called_computations = [@over_a], api_version = 4 : i32, backend_config = {axis_name = "a", axis_size = 4 : i64, in_axes = [0], out_axes = [0]}} : (tensor<4xf32>) -> tensor<4xf32>
+    %1 = stablehlo.custom_call @pmapc.map(%arg1) {called_computations = [@over_b], api_version = 4 : i32, backend_config = {axis_name = "b", axis_size = 2 : i64, in_axes = [0], out_axes = [0]}} : (tensor<2xf32>) -> tensor<2xf32>
+    return %0, %1 : tensor<4xf32>, tensor<2xf32>
+  }
+  func.func private @over_a(%arg0: tensor<f32>) -> tensor<f32> {
+    %0 = stablehlo.custom_call @pmapc.psum(%arg0) {api_version = 4 : i32, backend_config = {axes = ["data", "a"]}} : (tensor<f32>) -> tensor<f32>
+    return %0 : tensor<f32>
+  }
+  func.func private @over_b(%arg0: tensor<f32>) -> tensor<f32> {
+    %0 = stablehlo.custom_call @pmapc.psum(%arg0) {api_version = 4 : i32, backend_config = {axes = ["b"]}} : (tensor<f32>) -> tensor<f32>
+    return %0 : tensor<f32>
+  }
+}

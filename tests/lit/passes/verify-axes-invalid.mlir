@@ -60,38 +60,41 @@ module @axis_named_twice {
 
 // -----
 
-module @sibling_maps_disagree_on_name {
-  func.func public @main(%arg0: tensor<2xf32>) -> tensor<2xf32> {
-    %0 = stablehlo.custom_call @pmapc.map(%arg0) {called_computations = [@body], api_version = 4 : i32, backend_config = {axis_name = "i", axis_size = 2 : i64, in_axes = [0], out_axes = [0]}} : (tensor<2xf32>) -> tensor<2xf32>
-    // expected-error@+1 {{map over 'j' (size 2) at nesting depth 1 disagrees with a sibling map over 'i' (size 2); maps at one depth must bind the same axis name and size}}
-    %1 = stablehlo.custom_call @pmapc.map(%0) {called_computations = [@body], api_version = 4 : i32, backend_config = {axis_name = "j", axis_size = 2 : i64, in_axes = [0], out_axes = [0]}} : (tensor<2xf32>) -> tensor<2xf32>
-    return %1 : tensor<2xf32>
+// Two inner maps in one outer body may differ, as in JAX 0.4, but their sizes
+// must divide one another to share the outer body's devices.
+module @nested_sibling_map_sizes_share_no_layout {
+  func.func public @main(%arg0: tensor<2x4xf32>, %arg1: tensor<2x6xf32>) -> tensor<2x4xf32> {
+    %0 = stablehlo.custom_call @pmapc.map(%arg0, %arg1) {called_computations = [@outer], api_version = 4 : i32, backend_config = {axis_name = "data", axis_size = 2 : i64, in_axes = [0, 0], out_axes = [0]}} : (tensor<2x4xf32>, tensor<2x6xf32>) -> tensor<2x4xf32>
+    return %0 : tensor<2x4xf32>
   }
-  func.func private @body(%arg0: tensor<f32>) -> tensor<f32> {
+  func.func private @outer(%arg0: tensor<4xf32>, %arg1: tensor<6xf32>) -> tensor<4xf32> {
+    %0 = stablehlo.custom_call @pmapc.map(%arg0) {called_computations = [@inner], api_version = 4 : i32, backend_config = {axis_name = "model", axis_size = 4 : i64, in_axes = [0], out_axes = [0]}} : (tensor<4xf32>) -> tensor<4xf32>
+    // expected-error@+1 {{map over 'rows' (size 6) cannot share the devices of the maps beside it: its chain of maps splits them 2 x 6, the maps before it 2 x 4, and no mesh splits them both ways}}
+    %1 = stablehlo.custom_call @pmapc.map(%arg1) {called_computations = [@inner], api_version = 4 : i32, backend_config = {axis_name = "rows", axis_size = 6 : i64, in_axes = [0], out_axes = [0]}} : (tensor<6xf32>) -> tensor<6xf32>
+    return %0 : tensor<4xf32>
+  }
+  func.func private @inner(%arg0: tensor<f32>) -> tensor<f32> {
     return %arg0 : tensor<f32>
   }
 }
 
 // -----
 
-// Two inner maps in one outer body: depth 2 must be one axis.
-module @nested_sibling_maps_disagree_on_size {
-  func.func public @main(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
-    %0 = stablehlo.custom_call @pmapc.map(%arg0) {called_computations = [@outer], api_version = 4 : i32, backend_config = {axis_name = "data", axis_size = 2 : i64, in_axes = [0], out_axes = [0]}} : (tensor<2x4xf32>) -> tensor<2x4xf32>
-    return %0 : tensor<2x4xf32>
+// A sibling's axis is not bound in the other sibling's body, even where the
+// two run on the same devices.
+module @sibling_axis_is_not_bound {
+  func.func public @main(%arg0: tensor<4xf32>, %arg1: tensor<2xf32>) -> tensor<2xf32> {
+    %0 = stablehlo.custom_call @pmapc.map(%arg0) {called_computations = [@body], api_version = 4 : i32, backend_config = {axis_name = "a", axis_size = 4 : i64, in_axes = [0], out_axes = [0]}} : (tensor<4xf32>) -> tensor<4xf32>
+    %1 = stablehlo.custom_call @pmapc.map(%arg1) {called_computations = [@uses_a], api_version = 4 : i32, backend_config = {axis_name = "b", axis_size = 2 : i64, in_axes = [0], out_axes = [0]}} : (tensor<2xf32>) -> tensor<2xf32>
+    return %1 : tensor<2xf32>
   }
-  func.func private @outer(%arg0: tensor<4xf32>) -> tensor<4xf32> {
-    %0 = stablehlo.custom_call @pmapc.map(%arg0) {called_computations = [@inner], api_version = 4 : i32, backend_config = {axis_name = "model", axis_size = 4 : i64, in_axes = [0], out_axes = [0]}} : (tensor<4xf32>) -> tensor<4xf32>
-    %1 = stablehlo.reshape %0 : (tensor<4xf32>) -> tensor<2x2xf32>
-    // expected-error@+1 {{map over 'model' (size 2) at nesting depth 2 disagrees with a sibling map over 'model' (size 4)}}
-    %2 = stablehlo.custom_call @pmapc.map(%1) {called_computations = [@inner2], api_version = 4 : i32, backend_config = {axis_name = "model", axis_size = 2 : i64, in_axes = [0], out_axes = [0]}} : (tensor<2x2xf32>) -> tensor<2x2xf32>
-    return %0 : tensor<4xf32>
-  }
-  func.func private @inner(%arg0: tensor<f32>) -> tensor<f32> {
+  func.func private @body(%arg0: tensor<f32>) -> tensor<f32> {
     return %arg0 : tensor<f32>
   }
-  func.func private @inner2(%arg0: tensor<2xf32>) -> tensor<2xf32> {
-    return %arg0 : tensor<2xf32>
+  func.func private @uses_a(%arg0: tensor<f32>) -> tensor<f32> {
+    // expected-error@+1 {{axis 'a' is not bound here; bound axes are 'b'}}
+    %0 = stablehlo.custom_call @pmapc.psum(%arg0) {api_version = 4 : i32, backend_config = {axes = ["a"]}} : (tensor<f32>) -> tensor<f32>
+    return %0 : tensor<f32>
   }
 }
 
