@@ -50,6 +50,12 @@ class Compilation:
             self._texts["stablehlo"] = ir.print_module(self.module)
         return self._texts
 
+    def plan(self):
+        """The communication plan of the compiled module (compiler/plan.py)."""
+        from pmapc.compiler import plan  # plan reads what the driver produces
+
+        return plan.plan_of(self.module)
+
     def traced_with_locations(self) -> str:
         """The traced pmapc IR with its locations (the user's files and lines)."""
         return self.snapshots["pmapc"].get_asm(enable_debug_info=True)

@@ -251,6 +251,11 @@ class Lowered:
             raise ValueError(f"unknown stage '{stage}'; stages are {list(self.stages)}")
         return self.stages[stage]
 
+    def plan(self):
+        """The communication plan: which devices talk in each collective and the bytes
+        they move (`compiler/plan.py`); print `.table()`, draw `.svg()`."""
+        return self.compilation.plan()
+
     def compile(self) -> Compiled:
         try:
             executable = driver.compile_for_devices(self.compilation, self.devices,

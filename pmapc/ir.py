@@ -337,6 +337,18 @@ def as_dense_values(attr: ir.Attribute) -> list | None:
     return [attr[i] for i in range(len(attr))]
 
 
+def dense_int_matrix(attr: ir.Attribute) -> np.ndarray:
+    """A dense integer elements attribute (replica_groups, source_target_pairs) as a
+    2-D int64 array; an empty one is (0, 0)."""
+    values = np.array(ir.DenseIntElementsAttr(attr), dtype=np.int64)
+    return values.reshape(0, 0) if values.size == 0 else values.reshape(values.shape[0], -1)
+
+
+def comparison_direction(compare_op: ir.Operation) -> str:
+    """The direction of a stablehlo.compare: "LT", "EQ", ..."""
+    return _stablehlo.ComparisonDirectionAttr(compare_op.attributes["comparison_direction"]).value
+
+
 def splat_value(attr: ir.Attribute) -> ir.Attribute | None:
     """The element of a splat dense elements attribute, else None."""
     if isinstance(attr, ir.DenseElementsAttr) and attr.is_splat:

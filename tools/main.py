@@ -1,4 +1,4 @@
-"""The `pmapc` command: `pmapc opt | trace | run ...`."""
+"""The `pmapc` command: `pmapc opt | trace | run | plan ...`."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ commands:
   opt     run passes on a pmapc-IR (.mlir) module (mlir-opt conventions)
   trace   trace a Python function decorated with pmapc.pmap to pmapc IR
   run     compile a module for its mesh, run it on devices, write outputs as .npy
+  plan    print which devices talk in each collective, and the bytes they move
 
 'pmapc <command> --help' describes each command."""
 
@@ -33,6 +34,10 @@ def main(argv: list[str]) -> int:
         from pmapc.tools import run_cmd
 
         return run_cmd.main(rest)
+    if command == "plan":
+        from pmapc.tools import plan_cmd
+
+        return plan_cmd.main(rest)
     print(f"pmapc: error: unknown command '{command}'\n{USAGE}", file=sys.stderr)
     return 1
 

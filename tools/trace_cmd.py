@@ -5,7 +5,8 @@ FUNC names a function defined at the top level of FILE.py, traced the way
 one (with other JAX ops around it), or a `jax.jit` of either. Each `--arg`
 gives one positional argument's dtype and shape. `--emit=pmapc`
 (default) prints the traced IR, `--emit=spmd` the SPMD StableHLO after all
-passes, `--emit=PASS` the IR after that pass.
+passes, `--emit=PASS` the IR after that pass, `--emit=plan` the communication
+plan (as `pmapc plan`, with its `--picture` and `--svg FILE`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import pmapc
 from pmapc import ir
 from pmapc.errors import PmapcError, SourceLoc
 from pmapc.lowering.locations import innermost_user_line
+from pmapc.tools import plan_cmd
 from pmapc.tools.common import report_error, write_output
 
 _ARG = re.compile(r"^(bool|[fiu]\d+|bf16)\[([0-9, ]*)\]$")
@@ -35,10 +37,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--arg", action="append", default=[], metavar="TYPE[SHAPE]",
                         help="an argument's dtype and shape, e.g. f32[2,4,8]; once per argument")
     parser.add_argument("--emit", default="pmapc",
-                        help="pmapc (traced IR), spmd (after all passes) or a pass name")
+                        help="pmapc (traced IR), spmd (after all passes), plan (the "
+                             "communication plan) or a pass name")
     parser.add_argument("-o", dest="output", default="-", help="output file ('-': stdout)")
     parser.add_argument("--mlir-print-debuginfo", action="store_true",
                         help="print locations (the user's file and line)")
+    plan_cmd.add_picture_options(parser)
     return parser
 
 
@@ -48,7 +52,11 @@ def main(argv: list[str]) -> int:
         function = load_function(args.target)
         arguments = [parse_arg(text) for text in args.arg]
         lowered = traced(function, arguments)
-        text = emit(lowered, args.emit, args.mlir_print_debuginfo)
+        if args.emit == "plan":
+            text = plan_cmd.render(lowered.plan(), args.picture, args.svg,
+                                   color=args.output == "-" and sys.stdout.isatty())
+        else:
+            text = emit(lowered, args.emit, args.mlir_print_debuginfo)
     except (PmapcError, ValueError) as error:
         return report_error("pmapc trace", error)
     write_output(args.output, text)
@@ -78,7 +86,7 @@ def emit(lowered, stage: str, debug_info: bool) -> str:
     names = {"spmd": "stablehlo"}
     stage = names.get(stage, stage)
     if stage not in lowered.stages:
-        choices = ", ".join(["pmapc", "spmd", *[s for s in lowered.stages if "-" in s]])
+        choices = ", ".join(["pmapc", "spmd", "plan", *[s for s in lowered.stages if "-" in s]])
         raise ValueError(f"unknown --emit '{stage}'; choose one of {choices}")
     if debug_info and stage != "stablehlo":
         raise ValueError("--mlir-print-debuginfo works with --emit=pmapc or --emit=spmd")

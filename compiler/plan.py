@@ -1,0 +1,463 @@
+"""The communication plan of a lowered program: which devices talk, and how much.
+
+Reads a module after `lower-collectives` (either target form): every
+StableHLO collective becomes one `Step` with its groups of mesh positions,
+the mesh axes those groups are (recovered by matching the groups of every
+ordered tuple of mesh axes; None for groups no tuple gives, such as
+`axis_index_groups`), how often one run of the program executes it (loops
+with a known trip count multiply), and its bytes per device.
+
+Bytes follow the cost model of `benchmarks/hlo_stats.py` (S is the payload:
+the larger of the operands and the results, summed over a variadic op; n the
+group size), for one execution, per device, the busiest device's:
+
+| op | sent = received | minimum |
+|---|---|---|
+| all_reduce | 2(n-1)/n S | 2(n-1)/n S |
+| all_gather, reduce_scatter, all_to_all | (n-1)/n S | (n-1)/n S |
+| collective_permute | S | S |
+
+The minimum is the bandwidth lower bound of the collective's semantics over
+its groups (Chan et al., "Collective communication: theory, practice, and
+experience", 2007): what any algorithm must move per device. pmapc emits
+bandwidth-optimal collectives, so each row's bytes equal its minimum; the
+column makes that checkable, and the per-run totals say what the whole
+program moves.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import itertools
+import os
+from collections.abc import Iterator, Sequence
+
+import jax.numpy as jnp
+import numpy as np
+
+from pmapc import dialect, ir
+from pmapc.errors import SourceLoc
+from pmapc.mesh import Mesh, replica_groups_for
+
+# The StableHLO collectives, by op name: the name a plan shows.
+COLLECTIVE_OPS: dict[str, str] = {
+    "stablehlo.all_reduce": "all_reduce",
+    "stablehlo.all_gather": "all_gather",
+    "stablehlo.reduce_scatter": "reduce_scatter",
+    "stablehlo.all_to_all": "all_to_all",
+    "stablehlo.collective_permute": "collective_permute",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """One collective of the plan."""
+
+    op: str  # "all_reduce", ...
+    axes: tuple[str, ...] | None  # the mesh axes its groups are; None: other groups
+    groups: np.ndarray  # (groups, group size) mesh positions; pairs for a permute
+    payload: int  # S, bytes
+    executions: int  # per run of the program
+    loop_unknown: bool  # inside a loop whose trip count is not known (counted once)
+    location: SourceLoc | None
+
+    @property
+    def group_size(self) -> int:
+        return 2 if self.op == "collective_permute" else int(self.groups.shape[1])
+
+    def sent(self) -> float:
+        """Bytes the busiest device sends in one execution, by the algorithm XLA's
+        cost model assumes: a ring within each group (a pair for a permute)."""
+        if self.op == "collective_permute":
+            senders = collections.Counter(int(source) for source, _ in self.groups)
+            return float(self.payload) * max(senders.values(), default=0)
+        return max((_ring_bytes(self.op, len(_members(group)), self.payload)
+                    for group in self.groups), default=0.0)
+
+    def received(self) -> float:
+        """Bytes the busiest device receives in one execution."""
+        if self.op == "collective_permute":
+            receivers = collections.Counter(int(target) for _, target in self.groups)
+            return float(self.payload) * max(receivers.values(), default=0)
+        return self.sent()  # a ring receives what it sends
+
+    def minimum(self) -> float:
+        """The bandwidth lower bound per device of one execution (module docstring)."""
+        if self.op == "collective_permute":
+            return float(self.payload) if len(self.groups) else 0.0
+        n = self.group_size
+        return LOWER_BOUND_FACTOR[self.op] * (n - 1) / n * self.payload
+
+
+# The bandwidth lower bound of each collective over n devices, in units of (n-1)/n S.
+LOWER_BOUND_FACTOR = {"all_reduce": 2.0, "all_gather": 1.0, "reduce_scatter": 1.0,
+                      "all_to_all": 1.0}
+
+
+def _members(group: np.ndarray) -> np.ndarray:
+    return group[group >= 0]  # uneven index groups are padded with -1
+
+
+def _ring_bytes(op: str, n: int, payload: int) -> float:
+    """Bytes one device sends in a ring over n devices: n - 1 steps of S/n each, twice
+    for an all-reduce (reduce-scatter, then all-gather)."""
+    steps = (n - 1) * (2 if op == "all_reduce" else 1)
+    return steps * payload / n if n > 1 else 0.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """Every collective of one program, in program order, on its mesh."""
+
+    mesh: Mesh
+    steps: tuple[Step, ...]
+
+    def totals(self) -> dict[str, float]:
+        """Bytes per device per run: sent, received and the minimum, loops counted."""
+        return {
+            "collectives": sum(step.executions for step in self.steps),
+            "sent": sum(step.sent() * step.executions for step in self.steps),
+            "received": sum(step.received() * step.executions for step in self.steps),
+            "minimum": sum(step.minimum() * step.executions for step in self.steps),
+        }
+
+    def table(self) -> str:
+        """The plan as a text table, one row per collective, totals last."""
+        return format_table(self)
+
+    def picture(self, color: bool = False) -> str:
+        """Each collective's groups on the mesh grid, as text."""
+        return terminal_picture(self, color)
+
+    def svg(self) -> str:
+        """Each collective's groups on the mesh grid, as an SVG document."""
+        return svg_picture(self)
+
+    def __str__(self) -> str:
+        return self.table()
+
+
+def plan_of(module: ir.Module) -> Plan:
+    """The communication plan of a module after lower-collectives."""
+    mesh = dialect.mesh_of(module)
+    functions = ir.functions(module)
+    names = _axes_by_groups(mesh)
+    steps = [
+        _step(op, mesh, names, executions, unknown)
+        for op, executions, unknown in _collectives(functions, "main", 1, False, set())
+    ]
+    return Plan(mesh, tuple(steps))
+
+
+def _collectives(functions, name: str, executions: int, unknown: bool,
+                 active: set[str]) -> Iterator[tuple[ir.Operation, int, bool]]:
+    """(op, executions per run, in a loop of unknown trip count) for every collective
+    reachable from function `name`, in program order."""
+    if name in active or name not in functions:
+        return
+    active.add(name)
+    yield from _walk_ops(functions, functions[name], executions, unknown, active)
+    active.discard(name)
+
+
+def _walk_ops(functions, parent: ir.Operation, executions: int, unknown: bool,
+              active: set[str]) -> Iterator[tuple[ir.Operation, int, bool]]:
+    for region in parent.regions:
+        for block in region.blocks:
+            for op in block.operations:
+                op = op.operation
+                if op.name in COLLECTIVE_OPS:
+                    yield op, executions, unknown
+                    continue  # a collective's regions are its reducer
+                if op.name == "func.call":
+                    yield from _collectives(functions, ir.callee_of(op), executions, unknown,
+                                            active)
+                    continue
+                if op.name == "stablehlo.while":
+                    trips = trip_count(op)
+                    yield from _walk_ops(functions, op, executions * (trips or 1),
+                                         unknown or trips is None, active)
+                    continue
+                if op.regions:
+                    yield from _walk_ops(functions, op, executions, unknown, active)
+
+
+def trip_count(while_op: ir.Operation) -> int | None:
+    """The iterations of a `stablehlo.while` that counts a value from a constant to a
+    constant bound by 1 (`compare LT`, as `lax.fori_loop` and `lax.scan` lower), or None."""
+    cond, body = while_op.regions[0].blocks[0], while_op.regions[1].blocks[0]
+    returned = _terminator(cond).operands[0]
+    compare = ir.value_owner_op(returned)
+    if compare is None or compare.name != "stablehlo.compare":
+        return None
+    if ir.comparison_direction(compare) != "LT":
+        return None
+    counter, bound = compare.operands
+    position = _block_argument_index(cond, counter)
+    limit = _constant_int(bound)
+    if position is None or limit is None:
+        return None
+    start = _constant_int(while_op.operands[position])
+    step = _increment(body, position)
+    if start is None or step != 1:
+        return None
+    return max(0, limit - start)
+
+
+def _terminator(block) -> ir.Operation:
+    operations = list(block.operations)
+    return operations[-1].operation
+
+
+def _block_argument_index(block, value) -> int | None:
+    for index, argument in enumerate(block.arguments):
+        if argument == value:
+            return index
+    return None
+
+
+def _constant_int(value) -> int | None:
+    owner = ir.value_owner_op(value)
+    if owner is None or owner.name != "stablehlo.constant":
+        return None
+    values = ir.as_dense_values(owner.attributes["value"])
+    if values is None or len(values) != 1:
+        return None
+    return int(values[0])
+
+
+def _increment(body, position: int) -> int | None:
+    """k if the body returns its argument `position` plus the constant k."""
+    returned = _terminator(body).operands[position]
+    add = ir.value_owner_op(returned)
+    if add is None or add.name != "stablehlo.add":
+        return None
+    lhs, rhs = add.operands
+    argument = body.arguments[position]
+    if lhs == argument:
+        return _constant_int(rhs)
+    if rhs == argument:
+        return _constant_int(lhs)
+    return None
+
+
+def _axes_by_groups(mesh: Mesh) -> dict[tuple[tuple[int, ...], ...], tuple[str, ...]]:
+    """Every ordered tuple of mesh axes, keyed by its replica groups."""
+    names: dict[tuple[tuple[int, ...], ...], tuple[str, ...]] = {}
+    for count in range(1, len(mesh.axis_names) + 1):
+        for axes in itertools.permutations(mesh.axis_names, count):
+            key = _key(replica_groups_for(mesh, axes))
+            names.setdefault(key, axes)
+    return names
+
+
+def _axes_holding(mesh: Mesh, pairs: np.ndarray) -> tuple[str, ...] | None:
+    """The fewest mesh axes (first in mesh order) whose groups hold every pair."""
+    for count in range(1, len(mesh.axis_names) + 1):
+        for axes in itertools.combinations(mesh.axis_names, count):
+            group_of = np.empty(mesh.size, dtype=np.int64)
+            for index, group in enumerate(replica_groups_for(mesh, axes)):
+                group_of[group] = index
+            if all(group_of[source] == group_of[target] for source, target in pairs):
+                return axes
+    return None
+
+
+def _key(groups: np.ndarray) -> tuple[tuple[int, ...], ...]:
+    return tuple(tuple(int(d) for d in group) for group in groups)
+
+
+def _step(op: ir.Operation, mesh: Mesh, names, executions: int, unknown: bool) -> Step:
+    kind = COLLECTIVE_OPS[op.name]
+    if kind == "collective_permute":
+        groups = ir.dense_int_matrix(op.attributes["source_target_pairs"])
+        axes = _axes_holding(mesh, groups)
+    else:
+        groups = ir.dense_int_matrix(op.attributes["replica_groups"])
+        if groups.size == 0:  # no groups: one group of every device
+            groups = np.arange(mesh.size, dtype=np.int64).reshape(1, -1)
+        axes = names.get(_key(groups))
+    payload = max(sum(_bytes(v.type) for v in op.operands),
+                  sum(_bytes(r.type) for r in op.results))
+    return Step(kind, axes, groups, payload, executions, unknown, ir.source_loc(op.location))
+
+
+def _bytes(type_) -> int:
+    if not ir.is_ranked_tensor(type_):
+        return 0
+    name = ir.dtype_name(ir.element_type_of(type_))
+    itemsize = jnp.dtype(name).itemsize if name is not None else 0
+    return int(np.prod(ir.shape_of(type_), dtype=np.int64)) * itemsize
+
+
+# ----------------------------------------------------------------------------
+# Text
+
+
+def format_bytes(count: float) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if count >= scale:
+            return f"{count / scale:.2f} {unit}"
+    return f"{count:.0f} B" if count == int(count) else f"{count:.1f} B"
+
+
+def _axes_text(step: Step) -> str:
+    if step.axes is None:
+        return "(groups)"
+    return ",".join(step.axes)
+
+
+def _where(location: SourceLoc | None) -> str:
+    """file:line, the file relative to the working directory when it lies below it."""
+    if location is None:
+        return "-"
+    file = location.file
+    if os.path.isabs(file):
+        relative = os.path.relpath(file)
+        file = relative if not relative.startswith("..") else file
+    return f"{file}:{location.line}"
+
+
+def format_table(plan: Plan) -> str:
+    header = ("#", "op", "axes", "groups", "per run", "sent", "received", "minimum", "source")
+    rows = []
+    for index, step in enumerate(plan.steps, 1):
+        groups = (f"{len(step.groups)} pairs" if step.op == "collective_permute"
+                  else f"{step.groups.shape[0]} x {step.group_size}")
+        runs = f"{step.executions}" + ("?" if step.loop_unknown else "")
+        where = _where(step.location)
+        rows.append((str(index), step.op, _axes_text(step), groups, runs,
+                     format_bytes(step.sent()), format_bytes(step.received()),
+                     format_bytes(step.minimum()), where))
+    totals = plan.totals()
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(cell.ljust(width) for cell, width in zip(cells, widths)).rstrip()
+
+    out = [f"mesh {plan.mesh} ({plan.mesh.size} devices); bytes per device per execution",
+           line(header)]
+    out.extend(line(row) for row in rows)
+    out.append(
+        f"per run: {int(totals['collectives'])} collectives, "
+        f"sent {format_bytes(totals['sent'])}, received {format_bytes(totals['received'])}, "
+        f"minimum {format_bytes(totals['minimum'])} per device")
+    if any(step.loop_unknown for step in plan.steps):
+        out.append("?: inside a loop whose trip count is unknown, counted once")
+    return "\n".join(out) + "\n"
+
+
+# ----------------------------------------------------------------------------
+# Pictures: the mesh as a grid, rows along the first axis, columns along the
+# others (row-major), one grid per collective with each device's group.
+
+PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1",
+           "#ff9da7", "#9c755f", "#bab0ac")
+_ANSI = (44, 43, 41, 46, 42, 103, 45, 105, 100, 47)
+
+
+def grid_shape(mesh: Mesh) -> tuple[int, int]:
+    rows = mesh.axis_sizes[0] if mesh.axis_sizes else 1
+    return rows, mesh.size // rows
+
+
+def group_of_devices(step: Step, size: int) -> np.ndarray:
+    """Each device's group number (-1: in no group; for a permute 0: in some pair)."""
+    group_of = np.full(size, -1, dtype=np.int64)
+    if step.op == "collective_permute":
+        group_of[step.groups.reshape(-1)] = 0
+        return group_of
+    for index, group in enumerate(step.groups):
+        group_of[_members(group)] = index
+    return group_of
+
+
+def _title(index: int, step: Step) -> str:
+    over = f" over {_axes_text(step)}" if step.axes is not None else " (groups)"
+    return f"{index} {step.op}{over}"
+
+
+def _cell_label(step: Step, device: int, group: int) -> str:
+    if step.op == "collective_permute":
+        targets = [int(t) for s, t in step.groups if int(s) == device]
+        return f">{targets[0]}" if targets else "."
+    return _group_name(group) if group >= 0 else "."
+
+
+def _group_name(group: int) -> str:
+    return chr(ord("A") + group) if group < 26 else str(group)
+
+
+def terminal_picture(plan: Plan, color: bool = False) -> str:
+    """Every collective's groups on the mesh grid, as text: a letter per group (with
+    ANSI colours when `color`), or a permute's target device per source."""
+    rows, columns = grid_shape(plan.mesh)
+    out = []
+    for index, step in enumerate(plan.steps, 1):
+        group_of = group_of_devices(step, plan.mesh.size)
+        out.append(_title(index, step))
+        for row in range(rows):
+            cells = []
+            for column in range(columns):
+                device = row * columns + column
+                label = _cell_label(step, device, int(group_of[device])).rjust(3)
+                if color and group_of[device] >= 0:
+                    code = _ANSI[int(group_of[device]) % len(_ANSI)]
+                    label = f"\x1b[{code};30m{label}\x1b[0m"
+                cells.append(label)
+            out.append("  " + " ".join(cells))
+        out.append("")
+    return "\n".join(out)
+
+
+def svg_picture(plan: Plan, cell: int = 28) -> str:
+    """Every collective's groups on the mesh grid, as an SVG document: one panel per
+    collective, one `rect` per device coloured by its group, arrows for a permute."""
+    rows, columns = grid_shape(plan.mesh)
+    title_height, gap = 20, 16
+    panel_height = title_height + rows * cell + gap
+    width = max(columns * cell + 2 * gap, 320)
+    height = panel_height * max(len(plan.steps), 1) + gap
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" font-family="monospace" font-size="12">',
+        '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="6" '
+        'markerHeight="6" orient="auto"><path d="M0,0 L10,5 L0,10 z"/></marker></defs>',
+        f"<title>pmapc communication plan, mesh {_escape(str(plan.mesh))}</title>",
+    ]
+    for index, step in enumerate(plan.steps, 1):
+        top = (index - 1) * panel_height + gap
+        group_of = group_of_devices(step, plan.mesh.size)
+        parts.append(f'<g class="collective" data-index="{index}" data-op="{step.op}">')
+        parts.append(f'<text x="{gap}" y="{top + 14}">{_escape(_title(index, step))}</text>')
+        for device in range(plan.mesh.size):
+            row, column = divmod(device, columns)
+            group = int(group_of[device])
+            fill = PALETTE[group % len(PALETTE)] if group >= 0 else "#ffffff"
+            if step.op == "collective_permute":
+                fill = "#dddddd" if group >= 0 else "#ffffff"
+            x, y = gap + column * cell, top + title_height + row * cell
+            parts.append(f'<rect class="device" data-device="{device}" data-group="{group}" '
+                         f'x="{x}" y="{y}" width="{cell - 2}" height="{cell - 2}" '
+                         f'fill="{fill}" stroke="#333"/>')
+            parts.append(f'<text x="{x + 4}" y="{y + cell // 2 + 3}" font-size="10">'
+                         f"{device}</text>")
+        if step.op == "collective_permute":
+            for source, target in step.groups:
+                x1, y1 = _center(int(source), columns, cell, gap, top + title_height)
+                x2, y2 = _center(int(target), columns, cell, gap, top + title_height)
+                parts.append(f'<line class="pair" x1="{x1}" y1="{y1}" x2="{x2}" y2="{y2}" '
+                             'stroke="#c00" stroke-width="1.5" marker-end="url(#arrow)"/>')
+        parts.append("</g>")
+    parts.append("</svg>")
+    return "\n".join(parts) + "\n"
+
+
+def _center(device: int, columns: int, cell: int, left: int, top: int) -> tuple[int, int]:
+    row, column = divmod(device, columns)
+    return left + column * cell + cell // 2 - 1, top + row * cell + cell // 2 - 1
+
+
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

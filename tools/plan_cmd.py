@@ -1,0 +1,61 @@
+"""`pmapc plan IN.mlir [--svg FILE] [--picture] [-o OUT]`: the communication plan.
+
+IN is pmapc IR (the default pipeline runs first) or a lowered module in either
+target form. Prints one row per collective: its op, the mesh axes its groups
+are, groups x group size, how often a run executes it, the bytes the busiest
+device sends and receives, the bandwidth minimum, and the source line; then
+the totals per run (compiler/plan.py defines each number). `--picture` adds
+the mesh as a grid per collective, a letter per group; `--svg FILE` writes
+the same picture as SVG.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from pmapc.compiler import plan
+from pmapc.errors import PmapcError
+from pmapc.tools.common import read_input, report_error, write_output
+from pmapc.tools.run_cmd import compile_module
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pmapc plan",
+                                     description="Print which devices talk in each collective "
+                                                 "of a module, and how many bytes move.")
+    parser.add_argument("input", help="a .mlir module (pmapc IR or lowered; '-': stdin)")
+    add_picture_options(parser)
+    parser.add_argument("-o", dest="output", default="-", help="output file ('-': stdout)")
+    return parser
+
+
+def add_picture_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--picture", action="store_true",
+                        help="also draw each collective's groups on the mesh grid")
+    parser.add_argument("--svg", metavar="FILE", default=None,
+                        help="write the picture as an SVG file")
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    text = read_input(args.input, "pmapc plan")
+    if text is None:
+        return 1
+    try:
+        result = plan.plan_of(compile_module(text, None, args.input).module)
+    except (PmapcError, ValueError) as error:
+        return report_error("pmapc plan", error, filename=args.input)
+    write_output(args.output, render(result, args.picture, args.svg,
+                                     color=args.output == "-" and sys.stdout.isatty()))
+    return 0
+
+
+def render(result: plan.Plan, picture: bool, svg: str | None, color: bool = False) -> str:
+    """The table (and the text picture when asked); writes the SVG file when asked."""
+    text = result.table()
+    if picture:
+        text += "\n" + plan.terminal_picture(result, color=color)
+    if svg is not None:
+        write_output(svg, plan.svg_picture(result))
+    return text
