@@ -131,7 +131,7 @@ def use_host_devices(count: int) -> None:
     if count < 1:
         raise DeviceError(f"use_host_devices needs a positive count, got {count}")
     if _backends_started():
-        have = len(jax.devices("cpu"))
+        have = jax.local_device_count("cpu")  # this process's (per process with jax.distributed)
         if have >= count:
             return
         raise DeviceError(
