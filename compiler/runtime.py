@@ -30,7 +30,7 @@ from jax.sharding import Mesh as JaxMesh
 from jax.sharding import NamedSharding, PartitionSpec
 
 from pmapc import dialect, ir
-from pmapc.compiler import xla
+from pmapc.compiler import processes, xla
 from pmapc.errors import DeviceError, ShapeError
 from pmapc.mesh import Mesh
 from pmapc.passes.to_partitions import NUM_PARTITIONS, NUM_REPLICAS
@@ -241,14 +241,29 @@ class Executable:
         self.handlers = xla.result_handlers(
             [(s.shape, s.dtype, sharding) for s, sharding in zip(self.results,
                                                                   self.out_shardings)])
+        self.process_indices = sorted({d.process_index for d in self.devices})
+        self.spans_processes = len(self.process_indices) > 1
         self._in_flight: collections.deque = collections.deque()
         self._lock = threading.Lock()
 
     def __call__(self, *arguments) -> list[jax.Array]:
-        """Run on global arrays (checked against the signature)."""
+        """Run on global arrays (checked against the signature); on a mesh across
+        processes, also on process-local values (compiler/processes.py), and then
+        give this process's part of each result."""
+        if self.spans_processes and not processes.holds_global_values(arguments):
+            return self._run_process_local(arguments)
         for index, value in enumerate(arguments):
             self.check_argument(index, value)
         return self.run(arguments)
+
+    def _run_process_local(self, arguments) -> list[jax.Array]:
+        placed = []
+        for index, value in enumerate(arguments):
+            sharding = self.in_shardings[index]
+            self.check_argument(index, value, processes.local_shape(
+                sharding, self.arguments[index].shape))
+            placed.append(processes.to_global(value, self.jax_mesh, sharding.spec))
+        return [processes.to_local(output) for output in self.run(placed)]
 
     def run(self, arguments) -> list[jax.Array]:
         """Run on global arrays already known to fit the signature (the fast path)."""
@@ -258,11 +273,16 @@ class Executable:
             self._bound_in_flight(outputs)
         return outputs
 
-    def check_argument(self, index: int, value) -> None:
+    def check_argument(self, index: int, value, local_shape=None) -> None:
+        """Check a global argument, or with `local_shape` this process's part of one."""
         expected = self.arguments[index]
+        want = expected.shape if local_shape is None else local_shape
         shape, dtype = np.shape(value), getattr(value, "dtype", None)
-        if tuple(shape) != expected.shape or np.dtype(dtype) != expected.dtype:
-            raise ShapeError(f"argument #{index} must be {expected.dtype}{list(expected.shape)}, "
+        if tuple(shape) != want or np.dtype(dtype) != expected.dtype:
+            whose = "" if local_shape is None else (
+                f" on this process (its part of {expected.dtype}{list(expected.shape)}, "
+                f"over {len(self.process_indices)} processes)")
+            raise ShapeError(f"argument #{index} must be {expected.dtype}{list(want)}{whose}, "
                              f"got {np.dtype(dtype) if dtype else type(value).__name__}"
                              f"{list(shape)}")
 

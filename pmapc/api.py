@@ -20,7 +20,7 @@ import pmapc.compiler
 import pmapc.lowering
 import pmapc.passes
 from pmapc import ir
-from pmapc.compiler import driver, xla
+from pmapc.compiler import driver, processes, xla
 from pmapc.compiler.runtime import MAX_IN_FLIGHT
 from pmapc.errors import (
     ArgumentError,
@@ -29,7 +29,7 @@ from pmapc.errors import (
     PmapcError,
     typed_error,
 )
-from pmapc.lowering import jax_api, map_rules, trace
+from pmapc.lowering import jax_api, map_rules, placement, primitives, trace
 from pmapc.lowering.locations import at_user_call_site, from_traceback
 
 jax_api.hide_from_locations(ir, pmapc.compiler, pmapc.lowering, pmapc.passes)
@@ -66,7 +66,8 @@ def pmap(
 
 
 def use_host_devices(count: int) -> None:
-    """Give JAX `count` virtual CPU devices; call before JAX first uses a device."""
+    """Give JAX `count` virtual CPU devices; call before JAX first uses a device
+    (with several processes: in each process, before `jax.distributed.initialize`)."""
     xla.use_host_devices(count)
 
 
@@ -117,7 +118,10 @@ class MappedFunction:
             except PmapcError as error:
                 raise at_user_call_site(error) from None
         try:
-            outputs = self._jitted(*args, **kwargs)
+            if processes.process_count() > 1:
+                outputs = self._call_across_processes(args, kwargs)
+            else:
+                outputs = self._jitted(*args, **kwargs)
         except (TypeError, ValueError) as error:
             explained = None if isinstance(error, PmapcError) else self._argument_error(
                 args, kwargs)
@@ -130,17 +134,52 @@ class MappedFunction:
         return outputs
 
     def lower(self, *args, **kwargs) -> Lowered:
-        """Trace and run the passes: the IR of every stage, ready to `.compile()`."""
+        """Trace and run the passes: the IR of every stage, ready to `.compile()`.
+
+        Across processes, process-local arguments stand for the global values
+        they are this process's rows of (as when calling)."""
         if trace.enclosing_axes():
             raise PmapcError("'.lower()' is for the outermost pmapc.pmap function; call "
                              "inner ones directly inside the outer body")
         return lower(self, *args, **kwargs)
 
+    def _global_values(self, args, kwargs) -> tuple[Sequence, dict]:
+        """What to stage for a call: across processes, the global shapes process-local
+        arguments are this process's rows of; otherwise the arguments themselves."""
+        if processes.process_count() == 1 or processes.holds_global_values(
+                jax.tree_util.tree_leaves((args, kwargs))):
+            return args, kwargs
+        call = self._flatten(args, kwargs)
+        return _with_static(call, processes.global_shapes(call))
+
+    def _call_across_processes(self, args, kwargs):
+        """A call on several processes (compiler/processes.py): global values go to
+        the jitted map as they are; process-local ones become global arrays on the
+        nest's mesh, and the results this process's part of them."""
+        if processes.holds_global_values(jax.tree_util.tree_leaves((args, kwargs))):
+            return self._jitted(*args, **kwargs)
+        call = self._flatten(args, kwargs)
+        mesh = self._mesh_of(*_with_static(call, processes.global_shapes(call)))
+        given = jax.tree_util.tree_leaves(
+            (tuple(a for i, a in enumerate(args) if i not in call.static_args), kwargs))
+        global_args, global_kwargs = _with_static(
+            call, processes.global_leaves(call, given, mesh))
+        outputs = self._jitted(*global_args, **global_kwargs)
+        return jax.tree_util.tree_map(processes.to_local, outputs)
+
+    def _mesh_of(self, args, kwargs):
+        """The nest's mesh for global arguments (shapes suffice), as `jax.jit` finds it."""
+        traced = self._jitted.trace(*args, **kwargs)
+        for eqn in traced.jaxpr.eqns:
+            if eqn.primitive is primitives.map_p:
+                return placement.concrete(eqn.params["mesh"])
+        raise PmapcError(f"pmapc bug: no map in the traced '{self.spec.name}'; please report it")
+
     def _outermost_function(self):
         """The function `jax.jit` traces: this map, outermost, bound on its mesh."""
 
         def outermost(*args, **kwargs):
-            call = self._flatten(args, kwargs)
+            call = self._flatten(args, kwargs, self._global_spec())
             outs, out_tree = self._traced(functools.partial(
                 trace.bind, devices=self.devices, backend=self.backend, outermost=True), call)
             return jax.tree_util.tree_unflatten(out_tree, outs)
@@ -172,11 +211,20 @@ class MappedFunction:
         outs, out_tree = self._traced(trace.bind, call)
         return jax.tree_util.tree_unflatten(out_tree, outs)
 
-    def _flatten(self, args, kwargs=None) -> trace.MappedCall:
+    def _flatten(self, args, kwargs=None, spec: trace.MapSpec | None = None
+                 ) -> trace.MappedCall:
         try:
-            return trace.flatten_call(self.spec, args, kwargs)
+            return trace.flatten_call(spec or self.spec, args, kwargs)
         except PmapcError as error:
             raise at_user_call_site(error) from None
+
+    def _global_spec(self) -> trace.MapSpec:
+        """The spec for global values: `axis_size` counts one process's rows (as in
+        JAX 0.4), so across processes the global size is that times the count."""
+        count = processes.process_count()
+        if self.spec.axis_size is None or count == 1:
+            return self.spec
+        return dataclasses.replace(self.spec, axis_size=self.spec.axis_size * count)
 
     def _traced(self, step, call):
         """Run a tracing step; its errors name the line of user code that caused them."""
@@ -191,11 +239,15 @@ def lower(fun: Callable, *args, target: str = "partitions", **kwargs) -> Lowered
     one, or a `pmapc.pmap` function) and run the passes for `target`.
 
     Like `jax.make_jaxpr`, it stages the whole function: ops around the maps run
-    on every device of the mesh. The result has the IR of every stage.
+    on every device of the mesh. The result has the IR of every stage. Across
+    processes, a `pmapc.pmap` function takes process-local arguments (or global
+    ones) as when it is called; any other function takes global values, as
+    `jax.jit` does.
     """
     start = time.perf_counter()
     static_argnums: tuple[int, ...] = ()
     if isinstance(fun, MappedFunction):
+        args, kwargs = fun._global_values(args, kwargs)
         staged, devices, backend = fun._jitted, fun.devices, fun.backend
         static_argnums = fun.spec.static_argnums
     else:
@@ -210,6 +262,15 @@ def lower(fun: Callable, *args, target: str = "partitions", **kwargs) -> Lowered
     compilation.timings = {"trace": traced_at - start, **compilation.timings}
     out_tree = jax.tree_util.tree_structure(traced.out_info)
     return Lowered(compilation, out_tree, devices, backend, static_argnums)
+
+
+def _with_static(call: trace.MappedCall, leaves) -> tuple[list, dict]:
+    """(args, kwargs) of a call with its dynamic leaves replaced by `leaves`."""
+    positional, kwargs = jax.tree_util.tree_unflatten(call.in_tree, leaves)
+    args = list(positional)
+    for index in sorted(call.static_args):
+        args.insert(index, call.static_args[index])
+    return args, kwargs
 
 
 def check_donations(name: str, donate_argnums, args) -> None:
