@@ -1,0 +1,185 @@
+"""Nested maps across processes: pmapc on JAX's distributed runtime (gloo on CPU).
+
+Each multi-process test starts its worker processes itself
+(`multiprocess_worker.py`, on a free loopback port), waits a bounded time for
+them, and kills only those children if they overrun. Every worker checks its
+own rows of every result against numpy and prints a `PMAPC-RESULT {json}`
+line, which the test reads. The layout rules themselves (which devices, which
+refusals) are pure functions, tested here on stand-in devices.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import pmapc
+from pmapc.compiler import runtime
+from pmapc.mesh import Mesh
+
+WORKER = Path(__file__).with_name("multiprocess_worker.py")
+RESULT_MARK = "PMAPC-RESULT "
+TIMEOUT_SECONDS = 120  # a whole run; one layout takes 3-10 s on 2 busy cores
+
+
+@dataclasses.dataclass
+class Finished:
+    """One worker's exit status, output and result line."""
+
+    returncode: int
+    output: str
+    result: dict | None
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def run_workers(tmp_path: Path, scenario: str, processes: int, devices: int,
+                mesh: tuple[int, int], *flags: str, wait_for: int | None = None
+                ) -> tuple[list[Finished], float]:
+    """Start `processes` workers, wait (bounded) for the first `wait_for` of them
+    (default all), kill any still running, and return what each said and the
+    seconds the wait took."""
+    port = str(free_port())
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONUNBUFFERED": "1"}
+    env.pop("XLA_FLAGS", None)
+    logs = [tmp_path / f"{scenario}-{i}.log" for i in range(processes)]
+    started = time.monotonic()
+    children = []
+    try:
+        for process_id, log in enumerate(logs):
+            with open(log, "w") as out:
+                command = [sys.executable, str(WORKER), scenario, str(process_id),
+                           str(processes), str(devices), *map(str, mesh), port, *flags]
+                children.append(subprocess.Popen(command, stdout=out,
+                                                 stderr=subprocess.STDOUT, env=env))
+        for child in children[:wait_for]:
+            child.wait(timeout=max(1.0, TIMEOUT_SECONDS - (time.monotonic() - started)))
+        seconds = time.monotonic() - started
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+                child.wait(timeout=30)
+    return [_finished(child.returncode, log.read_text()) for child, log in
+            zip(children, logs)], seconds
+
+
+def _finished(returncode: int, output: str) -> Finished:
+    """A worker's result line, found wherever gloo's output put it on its line."""
+    decoder = json.JSONDecoder()
+    results = [decoder.raw_decode(line, line.index(RESULT_MARK) + len(RESULT_MARK))[0]
+               for line in output.splitlines() if RESULT_MARK in line]
+    return Finished(returncode, output, results[-1] if results else None)
+
+
+def _check_all_passed(finished: list[Finished], expected_checks: set[str]) -> None:
+    for process_id, worker in enumerate(finished):
+        assert worker.returncode == 0 and worker.result, (
+            f"process {process_id} exited with {worker.returncode}:\n{worker.output[-4000:]}")
+        checks = worker.result["checks"]
+        assert worker.result["process_id"] == process_id
+        failed = sorted(name for name, ok in checks.items() if not ok)
+        assert not failed, f"process {process_id}: rows differ from numpy in {failed}"
+        assert expected_checks <= set(checks), sorted(expected_checks - set(checks))
+
+
+STEP_CHECKS = {f"call{call}:{name}" for call in (0, 1) for name in (
+    "psum_model", "psum_data", "psum_both", "gather_model", "gather_data",
+    "index_data", "index_model", "index_both", "out_axes_none")}
+GLOBAL_CHECKS = {"global:psum_both", "global:gather_data", "global:out_axes_none"}
+
+
+@pytest.mark.parametrize(("processes", "devices", "mesh", "flags", "more_checks"), [
+    pytest.param(2, 4, (2, 4), ("--docs-example", "--aot", "--global"),
+                 {"docs_example", "aot-replicas:form", "aot-replicas:psum_both",
+                  "aot-partitions:gather_data", *GLOBAL_CHECKS}, id="2x4-on-2x4"),
+    pytest.param(4, 2, (4, 2), ("--axis-size",), {"axis_size"}, id="4x2-on-4x2"),
+    pytest.param(2, 4, (4, 2), ("--global", "--devices-argument", "--errors"),
+                 {*GLOBAL_CHECKS, "devices_reversed", "error:inner_axes_too_big"},
+                 id="4x2-on-2x4"),
+])
+def test_layout(tmp_path, processes, devices, mesh, flags, more_checks):
+    """Every process's rows of every result agree with numpy."""
+    finished, _ = run_workers(tmp_path, "layout", processes, devices, mesh, *flags)
+    _check_all_passed(finished, STEP_CHECKS | {"results_are_local", "feedback"} | more_checks)
+
+
+@pytest.mark.parametrize("how", ["exits", "stops"])
+def test_peer_dies(tmp_path, how):
+    """Process 1 exits (or stops, as a hung machine) after the first call; process
+    0, calling again, is ended (an error, or JAX's abort) within the worker's
+    3 s heartbeat timeout and start-up instead of hanging."""
+    flags = ("--stop",) if how == "stops" else ()
+    finished, seconds = run_workers(tmp_path, "peer-dies", 2, 2, (2, 2), *flags, wait_for=1)
+    assert all(w.result and w.result["event"] == "first call done" for w in finished), [
+        w.output[-2000:] for w in finished]
+    assert finished[0].returncode != 0, finished[0].output[-2000:]
+    assert seconds < 60, f"the survivor took {seconds:.0f} s to end"
+    if how == "exits":
+        assert finished[1].returncode == 17
+
+
+# ---------------------------------------------------------------------------
+# The layout rules on stand-in devices (no processes needed)
+
+
+@dataclasses.dataclass(frozen=True)
+class StandIn:
+    """What the layout rules read of a device."""
+
+    id: int
+    process_index: int
+    platform: str = "cpu"
+
+
+def stand_ins(processes: int, per_process: int) -> list[StandIn]:
+    return [StandIn(p * 100 + i, p) for p in range(processes) for i in range(per_process)]
+
+
+@pytest.mark.parametrize(("processes", "per_process", "shape", "expected_ids"), [
+    (2, 4, (2, 4), [0, 1, 2, 3, 100, 101, 102, 103]),
+    (2, 4, (4, 2), [0, 1, 2, 3, 100, 101, 102, 103]),
+    (4, 2, (4, 2), [0, 1, 100, 101, 200, 201, 300, 301]),
+    (2, 4, (2, 2), [0, 1, 100, 101]),  # a process's first devices, rows process-major
+])
+def test_process_major_devices(processes, per_process, shape, expected_ids):
+    mesh = Mesh(("data", "model"), shape)
+    chosen = runtime.process_major_devices(mesh, stand_ins(processes, per_process))
+    assert [d.id for d in chosen] == expected_ids
+
+
+def test_outermost_axis_must_split_evenly_over_processes():
+    with pytest.raises(pmapc.DeviceError, match=r"'data' of the mesh data=3xmodel=2 has size "
+                       r"3, which 2 processes cannot share.*multiple of 2"):
+        runtime.process_major_devices(Mesh(("data", "model"), (3, 2)), stand_ins(2, 4))
+
+
+def test_inner_axes_must_fit_in_a_process():
+    with pytest.raises(pmapc.DeviceError, match=r"puts 1 row\(s\) of 8 device\(s\) on each of 2 "
+                       r"processes, 8 devices each, but process 0 has 4 cpu device\(s\).*"
+                       r"use_host_devices\(8\)"):
+        runtime.process_major_devices(Mesh(("data", "model"), (2, 8)), stand_ins(2, 4))
+
+
+def test_given_devices_hold_whole_rows_per_process():
+    mesh = Mesh(("data", "model"), (2, 2))
+    runtime.check_process_rows(mesh, [1, 1, 0, 0], 2)  # process 1 first is fine
+    with pytest.raises(pmapc.DeviceError, match=r"row 0 of the outermost axis 'data' on "
+                       r"processes \[0, 1\]"):
+        runtime.check_process_rows(mesh, [0, 1, 0, 1], 2)
+    with pytest.raises(pmapc.DeviceError, match=r"rows \[0, 1, 0, 1\].*consecutive"):
+        runtime.check_process_rows(Mesh(("data", "model"), (4, 1)), [0, 1, 0, 1], 2)
+    with pytest.raises(pmapc.DeviceError, match=r"rows \[0, 0\].*same number"):
+        runtime.check_process_rows(mesh, [0, 0, 0, 0], 2)
