@@ -8,6 +8,7 @@ lowering-rule context, jaxpr helpers) is imported here and nowhere else.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 
@@ -130,6 +131,32 @@ def unbound_axis_name(error: NameError):
         if variable is not None:
             return tb.tb_frame.f_locals.get(variable)
         tb = tb.tb_next
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class RefusedIndexGroups:
+    """`axis_index_groups` that JAX's own check refused, and the call they were given to."""
+
+    function: str  # the `jax.lax` function the user called ('pmean', 'all_gather', ...)
+    axis_name: object  # its axis name or tuple of names
+    index_groups: object
+
+
+def refused_index_groups(error: ValueError) -> RefusedIndexGroups | None:
+    """What JAX's check of `axis_index_groups` refused, if `error` is that check's
+    ValueError (read from its frames, not its message)."""
+    check = _parallel._validate_reduce_axis_index_groups.__code__
+    function, caller, tb = None, None, error.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code is check:
+            groups = tb.tb_frame.f_locals.get("axis_index_groups")
+            axis_name = caller.f_locals.get("axis_name") if caller is not None else None
+            return RefusedIndexGroups(function, axis_name, groups)
+        if function is None and code.co_filename == _parallel.__file__:
+            function = code.co_name
+        caller, tb = tb.tb_frame, tb.tb_next
     return None
 
 

@@ -89,9 +89,6 @@ def _axes_of(params) -> tuple[tuple[str, ...], tuple[int, ...]]:
     """
     names = params["axes"] if "axes" in params else params["axis_name"]
     names = names if isinstance(names, (tuple, list)) else (names,)
-    if params.get("axis_index_groups") is not None:
-        raise AxisError("axis_index_groups are not supported by pmapc; split the axis into "
-                        "two nested maps and name the inner one instead")
     positional = tuple(n for n in names if isinstance(n, int) and not isinstance(n, bool))
     named = tuple(dialect.axis_label(n) for n in names if n not in positional)
     return named, positional

@@ -10,6 +10,7 @@ lowered to `@pmapc.*` ops (`pmapc_ir`).
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import threading
 from collections.abc import Callable, Sequence
@@ -17,7 +18,7 @@ from collections.abc import Callable, Sequence
 import jax
 import numpy as np
 
-from pmapc import ir
+from pmapc import collectives, ir, shapes
 from pmapc.errors import ArgumentError, AxisError, PmapcError, ShapeError
 from pmapc.lowering import jax_api, placement, primitives
 
@@ -218,7 +219,10 @@ def trace_body(spec: MapSpec, call: MappedCall):
     except (ValueError, TypeError) as error:
         if not jax_api.raised_by_collective(error.__traceback__):
             raise
-        raise ShapeError(str(error).splitlines()[0]).with_traceback(error.__traceback__) from None
+        refused = jax_api.refused_index_groups(error)
+        located = index_groups_error(refused) if refused is not None else None
+        located = located or ShapeError(str(error).splitlines()[0])
+        raise located.with_traceback(error.__traceback__) from None
     finally:
         axes.pop()
     primitives.check_supported(closed.jaxpr)
@@ -272,6 +276,24 @@ def _drop(shape, axis):
 def unbound_axis(name: str) -> AxisError:
     bound = ", ".join(f"'{n}'" for n, _ in enclosing_axes()) or "none"
     return AxisError(f"axis '{name}' is not bound here; bound axes are {bound}")
+
+
+def index_groups_error(refused: jax_api.RefusedIndexGroups) -> ShapeError | None:
+    """pmapc's message for index groups JAX refused (naming the groups, the axes and
+    the fix), when the axes are the maps' (None for other axes, e.g. a jax.vmap's)."""
+    sizes = dict(enclosing_axes())
+    names = refused.axis_name
+    names = tuple(names) if isinstance(names, (tuple, list)) else (names,)
+    if not all(name in sizes for name in names):
+        return None
+    size = math.prod(sizes[name] for name in names)
+    groups = collectives.index_groups_from_jax(refused.index_groups)
+    where = shapes.describe_axes(names, size, groups)
+    try:
+        shapes.check_index_groups(refused.function, groups, where, size, equal_sizes=False)
+    except ShapeError as error:
+        return error
+    return None
 
 
 def clean_module(module, name: str) -> None:

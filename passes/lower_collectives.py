@@ -11,6 +11,10 @@ axes groups over the product of those axes, ordered as the tuple names them):
   ppermute         -> collective_permute over every group's device pairs
   axis_index       -> replica_id arithmetic, done once per function and axes
 
+With `axis_index_groups`, every group over the axes splits into one replica
+group per index group (`replica_groups_for`), and an index group's size is
+what all_gather, reduce_scatter and all_to_all exchange over.
+
 One function per rule; `RULES`, at the end, names the rule of each kind
 (the records of pmapc/collectives.py).
 
@@ -29,7 +33,7 @@ from typing import ClassVar
 from pmapc import collectives, dialect, hlo, ir
 from pmapc.collectives import Collective
 from pmapc.dialect import CollectiveView
-from pmapc.errors import Category
+from pmapc.errors import Category, ShapeError
 from pmapc.mesh import Mesh, axis_index_terms, permutation_pairs, replica_groups_for
 
 
@@ -57,7 +61,8 @@ class Lowering:
         # Values computed once per function: the replica id, and axis indices by axes.
         self.entry_values: dict[object, ir.Value] = {}
         self.anchors: dict[ir.Operation, ir.Operation] = {}
-        self.group_attrs: dict[tuple[str, ...], ir.Attribute] = {}
+        # Replica groups by (axes, index groups).
+        self.group_attrs: dict[tuple, ir.Attribute] = {}
 
     def lower(self, op: ir.Operation) -> None:
         if dialect.is_map(op):
@@ -65,6 +70,7 @@ class Lowering:
                                    "lower-collectives")
         view = dialect.read_collective(op)
         self.check_axes(view)
+        self.check_index_groups(view)
         rule = RULES[view.collective]
         results = rule(self, view, ip=ir.InsertionPoint(op), loc=op.location)
         for old, new in zip(op.results, results):
@@ -82,11 +88,28 @@ class Lowering:
             raise dialect.error_at(view.op, f"'{view.kind}' names an axis twice: "
                                    f"{list(view.axes)}; name each axis once", Category.AXIS)
 
+    def check_index_groups(self, view: CollectiveView) -> None:
+        """Index groups that do not split the group over the axes (verify-axes' check,
+        for modules that come here without it)."""
+        if view.params.get(collectives.INDEX_GROUPS.name) is None:
+            return
+        try:
+            view.collective.check_index_groups(view.params, view.axes,
+                                               self.mesh.group_size(view.axes))
+        except ShapeError as error:
+            raise dialect.error_at(view.op, str(error), Category.SHAPE) from None
+
+    def acting_size(self, view: CollectiveView) -> int:
+        """How many devices exchange data in each of the op's replica groups."""
+        return view.collective.acting_size(view.params, self.mesh.group_size(view.axes))
+
     def groups(self, view: CollectiveView) -> ir.Attribute:
-        if view.axes not in self.group_attrs:
-            groups = replica_groups_for(self.mesh, view.axes)
-            self.group_attrs[view.axes] = hlo.groups_attr(groups)
-        return self.group_attrs[view.axes]
+        index_groups = view.params.get(collectives.INDEX_GROUPS.name)
+        key = (view.axes, index_groups)
+        if key not in self.group_attrs:
+            groups = replica_groups_for(self.mesh, view.axes, index_groups)
+            self.group_attrs[key] = hlo.groups_attr(groups)
+        return self.group_attrs[key]
 
     def axis_index_in(self, function: ir.Operation, axes: tuple[str, ...], loc) -> ir.Value:
         """The device's index along `axes`, computed once at the top of `function`."""
@@ -181,7 +204,7 @@ def lower_psum_scatter(lowering: Lowering, view: CollectiveView, *, ip, loc) -> 
     operand, dim = view.op.operands[0], view.params["scatter_dimension"]
     result_type = view.op.results[0].type
     scattered_shape = list(ir.shape_of(operand.type))
-    scattered_shape[dim] //= lowering.mesh.group_size(view.axes)
+    scattered_shape[dim] //= lowering.acting_size(view)
     element_type = ir.element_type_of(operand.type)
     attributes = {"scatter_dimension": ir.i64_attr(dim), "replica_groups": lowering.groups(view)}
     op = ir.create_op("stablehlo.reduce_scatter", [operand],
@@ -202,7 +225,7 @@ def lower_all_to_all(lowering: Lowering, view: CollectiveView, *, ip, loc) -> li
         operand = hlo.insert_unit_dim(operand, concat, loc=loc, ip=ip)
         if concat < split:
             split += 1
-    count = lowering.mesh.group_size(view.axes)
+    count = lowering.acting_size(view)
     shape = list(ir.shape_of(operand.type))
     shape[split] //= count
     shape[concat] *= count

@@ -90,12 +90,14 @@ def own_slice_of(op: ir.Operation) -> tuple[str, int] | None:
 
 
 def untiled_gather(value: ir.Value) -> tuple[ir.Operation, str, int] | None:
-    """(op, axis, dim) if `value` is an untiled `pmapc.all_gather` over one axis."""
+    """(op, axis, dim) if `value` is an untiled `pmapc.all_gather` of the whole axis
+    (one axis, no `axis_index_groups`): the stack of every device's block along it."""
     op = defining_op(value)
     if op is None or dialect.collective_of(op) is not collectives.ALL_GATHER:
         return None
     view = dialect.read_collective(op)
-    if view.params["tiled"] or len(view.axes) != 1:
+    if view.params["tiled"] or len(view.axes) != 1 or (
+            view.params[collectives.INDEX_GROUPS.name] is not None):
         return None
     return op, view.axes[0], view.params["all_gather_dimension"]
 

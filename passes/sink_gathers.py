@@ -138,7 +138,7 @@ def push_below_reduction(op: ir.Operation) -> ir.Operation | None:
     block = gather.operands[0]
     ip, loc = ir.InsertionPoint(op), op.location
     reduced = dialect.create_collective(view.kind, [block], [block.type], view.axes,
-                                        loc=loc, ip=ip)
+                                        loc=loc, ip=ip, **view.params)
     return regather(op, gather, reduced.results[0], axis, dim)
 
 

@@ -12,6 +12,11 @@ primitive a record names), verify-axes, combine-all-reduces and sink-gathers.
 How lower-collectives rewrites each kind is its table `RULES`, keyed by these
 records. Adding a kind is one record here, one rule there, and their tests.
 
+The kinds JAX lets split their group into `axis_index_groups` (psum, pmax,
+pmin, all_gather, psum_scatter, all_to_all) list the optional parameter
+`INDEX_GROUPS`; `Collective.result_shape` checks the groups and sizes the
+result by them.
+
 The records live here rather than in `dialect.py` because they hold no IR:
 the shape rules, the tracer's parameter reading and the tests use them
 without the MLIR schema, and `dialect.py` only reads and writes them.
@@ -27,6 +32,7 @@ from pmapc import shapes
 # (params, operand shape, "'model' (size 4)" for messages, group size) -> result shape
 ShapeRule = Callable[[Mapping[str, object], shapes.Shape, str, int], shapes.Shape]
 JaxParamsReader = Callable[[Mapping[str, object]], dict[str, object]]
+IndexGroups = tuple[tuple[int, ...], ...]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,11 +40,27 @@ class Param:
     """A parameter of a collective: its name (JAX's) and the Python type of its value.
 
     `int` and `bool` are i64 and bool attributes; `list` is ppermute's array of
-    [source, target] pairs.
+    [source, target] pairs; `tuple` is an array of arrays of i64 (`IndexGroups`).
+    An optional parameter may be absent from the IR; its value is then None.
     """
 
     name: str
     value_type: type
+    optional: bool = False
+
+
+# JAX's `axis_index_groups`: the collective acts within each group of positions
+# along its axes (positions in the product of `axes`, row-major in their order).
+# None: one group of every position.
+INDEX_GROUPS = Param("axis_index_groups", tuple, optional=True)
+
+
+def index_groups_from_jax(groups) -> IndexGroups | None:
+    """JAX's `axis_index_groups` (None, or a sequence of sequences of ints) as
+    IndexGroups of Python ints."""
+    if groups is None:
+        return None
+    return tuple(tuple(int(index) for index in group) for group in groups)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,18 +85,43 @@ class Collective:
         """The custom_call target of this kind in pmapc IR."""
         return f"pmapc.{self.kind}"
 
+    def acting_size(self, params: Mapping[str, object], group_size: int) -> int:
+        """How many devices act together over axes of `group_size` devices: the size of
+        an index group where `axis_index_groups` splits the group (the gathered, scattered
+        or split size), else `group_size`."""
+        index_groups = params.get(INDEX_GROUPS.name)
+        return len(index_groups[0]) if index_groups else group_size
+
+    def check_index_groups(self, params: Mapping[str, object], axes: Sequence[str],
+                           group_size: int) -> None:
+        """ShapeError unless the index groups (if any) split the `group_size` positions
+        along `axes` as JAX allows: each position once; groups of one size except in an
+        all-reduce."""
+        index_groups = params.get(INDEX_GROUPS.name)
+        if index_groups is None:
+            return
+        where = shapes.describe_axes(axes, group_size, index_groups)
+        shapes.check_index_groups(self.kind, index_groups, where, group_size,
+                                  equal_sizes=not self.reduction)
+
     def result_shape(self, params: Mapping[str, object], shape: shapes.Shape,
                      axes: Sequence[str], group_size: int) -> shapes.Shape:
         """The result shape over `axes`, a group of `group_size` devices; ShapeError if
-        the operand does not fit the parameters."""
-        where = shapes.describe_axes(axes, group_size)
-        return self.shape_rule(params, shape, where, group_size)
+        the operand does not fit the parameters, index groups included."""
+        self.check_index_groups(params, axes, group_size)
+        where = shapes.describe_axes(axes, group_size, params.get(INDEX_GROUPS.name))
+        return self.shape_rule(params, shape, where, self.acting_size(params, group_size))
 
     def params_from_jax(self, jax_params: Mapping[str, object]) -> dict[str, object]:
         """This kind's parameters, read from its JAX primitive's parameters."""
         if self.read_jax_params is not None:
-            return self.read_jax_params(jax_params)
-        return {param.name: jax_params[param.name] for param in self.params}
+            params = self.read_jax_params(jax_params)
+        else:
+            params = {p.name: jax_params[p.name] for p in self.params if not p.optional}
+        if INDEX_GROUPS in self.params:
+            params[INDEX_GROUPS.name] = index_groups_from_jax(
+                jax_params.get(INDEX_GROUPS.name))
+        return params
 
 
 def _all_to_all_from_jax(jax_params: Mapping[str, object]) -> dict[str, object]:
@@ -88,20 +135,21 @@ def _ppermute_from_jax(jax_params: Mapping[str, object]) -> dict[str, object]:
     return {"perm": [tuple(pair) for pair in jax_params["perm"]]}
 
 
-PSUM = Collective("psum", (), shapes.same_shape, jax_primitive="psum_p",
+PSUM = Collective("psum", (INDEX_GROUPS,), shapes.same_shape, jax_primitive="psum_p",
                   reduction=True, reducer="stablehlo.add")
-PMAX = Collective("pmax", (), shapes.same_shape, jax_primitive="pmax_p",
+PMAX = Collective("pmax", (INDEX_GROUPS,), shapes.same_shape, jax_primitive="pmax_p",
                   reduction=True, reducer="stablehlo.maximum")
-PMIN = Collective("pmin", (), shapes.same_shape, jax_primitive="pmin_p",
+PMIN = Collective("pmin", (INDEX_GROUPS,), shapes.same_shape, jax_primitive="pmin_p",
                   reduction=True, reducer="stablehlo.minimum")
 ALL_GATHER = Collective(
-    "all_gather", (Param("all_gather_dimension", int), Param("tiled", bool)),
+    "all_gather", (Param("all_gather_dimension", int), Param("tiled", bool), INDEX_GROUPS),
     shapes.all_gather_shape, jax_primitive="all_gather_p")
 PSUM_SCATTER = Collective(
-    "psum_scatter", (Param("scatter_dimension", int), Param("tiled", bool)),
+    "psum_scatter", (Param("scatter_dimension", int), Param("tiled", bool), INDEX_GROUPS),
     shapes.psum_scatter_shape, jax_primitive="reduce_scatter_p", reducer="stablehlo.add")
 ALL_TO_ALL = Collective(
-    "all_to_all", (Param("split_axis", int), Param("concat_axis", int), Param("tiled", bool)),
+    "all_to_all",
+    (Param("split_axis", int), Param("concat_axis", int), Param("tiled", bool), INDEX_GROUPS),
     shapes.all_to_all_shape, jax_primitive="all_to_all_p",
     read_jax_params=_all_to_all_from_jax)
 PPERMUTE = Collective("ppermute", (Param("perm", list),), shapes.ppermute_shape,

@@ -177,19 +177,36 @@ def read_collective(op: ir.Operation) -> CollectiveView:
                        f"{known}")
     config = _backend_config(op)
     axes = _required(op, config, "axes", _read_string_list, "a non-empty array of axis names")
-    params = {
-        param.name: _required(op, config, param.name, _PARAM_READERS[param.value_type],
-                              _PARAM_WHAT[param.value_type])
-        for param in collective.params
-    }
+    _check_keys(op, collective, config)
+    params = {}
+    for param in collective.params:
+        if param.optional and param.name not in config:
+            params[param.name] = None
+            continue
+        params[param.name] = _required(op, config, param.name,
+                                       _PARAM_READERS[param.value_type],
+                                       _PARAM_WHAT[param.value_type])
     return CollectiveView(op, collective, axes, params)
 
 
+def _check_keys(op: ir.Operation, collective: Collective, config: dict) -> None:
+    """Refuse a key the kind does not take (`axis_index_groups` on a ppermute, say)."""
+    known = ["axes", *(param.name for param in collective.params)]
+    unknown = [key for key in config if key not in known]
+    if unknown:
+        listed = ", ".join(f"'{key}'" for key in known)
+        raise error_at(op, f"'{collective.target}' does not take '{unknown[0]}' in its "
+                       f"backend_config; its keys are {listed}")
+
+
 def collective_config(kind: str, axes: Sequence[str], **params) -> dict[str, ir.Attribute]:
-    """The attributes of a `@pmapc.<kind>` op."""
+    """The attributes of a `@pmapc.<kind>` op; an optional parameter that is None or
+    not given is left out."""
     config = {"axes": ir.array_attr([ir.string_attr(a) for a in axes])}
     for param in collectives.BY_KIND[kind].params:
-        config[param.name] = _PARAM_WRITERS[param.value_type](params[param.name])
+        value = params.get(param.name) if param.optional else params[param.name]
+        if value is not None:
+            config[param.name] = _PARAM_WRITERS[param.value_type](value)
     return {
         "backend_config": ir.dict_attr(config),
         "api_version": ir.i32_attr(TYPED_FFI_API_VERSION),
@@ -228,29 +245,43 @@ def _read_string_list(attr: ir.Attribute) -> tuple[str, ...] | None:
     return tuple(names)
 
 
-def _read_pairs(attr: ir.Attribute) -> list[tuple[int, int]] | None:
+def _read_int_lists(attr: ir.Attribute) -> list[tuple[int, ...]] | None:
+    """An array of arrays of integers, e.g. `[[0, 1], [2, 3]]`."""
     items = ir.as_list(attr)
     if items is None:
         return None
-    pairs = []
+    lists = []
     for item in items:
-        pair = ir.as_list(item)
-        values = [ir.as_int(v) for v in pair] if pair is not None else None
-        if values is None or len(values) != 2 or None in values:
+        inner = ir.as_list(item)
+        values = [ir.as_int(v) for v in inner] if inner is not None else None
+        if values is None or None in values:
             return None
-        pairs.append((values[0], values[1]))
+        lists.append(tuple(values))
+    return lists
+
+
+def _int_lists_attr(lists: Sequence[Sequence[int]]) -> ir.Attribute:
+    return ir.array_attr([ir.array_attr([ir.i64_attr(v) for v in inner]) for inner in lists])
+
+
+def _read_pairs(attr: ir.Attribute) -> list[tuple[int, int]] | None:
+    pairs = _read_int_lists(attr)
+    if pairs is None or any(len(pair) != 2 for pair in pairs):
+        return None
     return pairs
 
 
-def _pairs_attr(pairs: Sequence[tuple[int, int]]) -> ir.Attribute:
-    return ir.array_attr(
-        [ir.array_attr([ir.i64_attr(src), ir.i64_attr(dst)]) for src, dst in pairs]
-    )
+def _read_index_groups(attr: ir.Attribute) -> collectives.IndexGroups | None:
+    groups = _read_int_lists(attr)
+    return tuple(groups) if groups is not None else None
 
 
-_PARAM_READERS = {int: ir.as_int, bool: ir.as_bool, list: _read_pairs}
-_PARAM_WRITERS = {int: ir.i64_attr, bool: ir.bool_attr, list: _pairs_attr}
-_PARAM_WHAT = {int: "an integer", bool: "a boolean", list: "an array of [source, target] pairs"}
+_PARAM_READERS = {int: ir.as_int, bool: ir.as_bool, list: _read_pairs,
+                  tuple: _read_index_groups}
+_PARAM_WRITERS = {int: ir.i64_attr, bool: ir.bool_attr, list: _int_lists_attr,
+                  tuple: _int_lists_attr}
+_PARAM_WHAT = {int: "an integer", bool: "a boolean", list: "an array of [source, target] pairs",
+               tuple: "an array of arrays of integers"}
 
 
 # ----------------------------------------------------------------------------

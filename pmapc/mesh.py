@@ -10,7 +10,9 @@ order the tuple names them (JAX 0.4's nested-pmap rule).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -54,16 +56,28 @@ class Mesh:
         return "x".join(f"{n}={s}" for n, s in zip(self.axis_names, self.axis_sizes))
 
 
-def replica_groups_for(mesh: Mesh, axes: tuple[str, ...]) -> np.ndarray:
+def replica_groups_for(mesh: Mesh, axes: tuple[str, ...],
+                       index_groups: Sequence[Sequence[int]] | None = None) -> np.ndarray:
     """The (num_groups, group_size) matrix of device ids of a collective over `axes`.
 
     Lay iota(N) out in the mesh shape, move the named axes to the back in the
-    order given, and reshape.
+    order given, and reshape. With `index_groups` (positions within a group
+    over `axes`, JAX's `axis_index_groups`), each group splits into one group
+    per index group, `[group[i] for i in index_group]`, in that order (JAX 0.4's
+    `_replica_groups`); groups of unequal sizes are padded with -1, as
+    StableHLO writes them.
     """
     ids = np.arange(mesh.size, dtype=np.int64).reshape(mesh.axis_sizes)
     named = [mesh.axis_position(a) for a in axes]
     others = [p for p in range(len(mesh.axis_names)) if p not in named]
-    return ids.transpose(others + named).reshape(-1, mesh.group_size(axes))
+    groups = ids.transpose(others + named).reshape(-1, mesh.group_size(axes))
+    if index_groups is None:
+        return groups
+    width = max(len(index_group) for index_group in index_groups)
+    split = np.full((len(groups) * len(index_groups), width), -1, dtype=np.int64)
+    for row, (group, index_group) in enumerate(itertools.product(groups, index_groups)):
+        split[row, :len(index_group)] = group[list(index_group)]
+    return split
 
 
 def axis_index_terms(mesh: Mesh, axes: tuple[str, ...]) -> list[tuple[int, int, int]]:

@@ -17,9 +17,58 @@ from pmapc.errors import ShapeError
 Shape = tuple[int, ...]
 
 
-def describe_axes(axes: Sequence[str], group_size: int) -> str:
+def describe_axes(axes: Sequence[str], group_size: int,
+                  index_groups: Sequence[Sequence[int]] | None = None) -> str:
+    """`'model' (size 4)`, `('data', 'model') (size 8)`; with index groups
+    `'i' (size 8, axis_index_groups [[0, 1], [2, 3]])`."""
     names = ", ".join(f"'{a}'" for a in axes)
-    return f"{names} (size {group_size})" if len(axes) == 1 else f"({names}) (size {group_size})"
+    size = f"size {group_size}"
+    if index_groups is not None:
+        size += f", axis_index_groups {format_index_groups(index_groups)}"
+    return f"{names} ({size})" if len(axes) == 1 else f"({names}) ({size})"
+
+
+def format_index_groups(index_groups: Sequence[Sequence[int]]) -> str:
+    return str([list(group) for group in index_groups])
+
+
+def check_index_groups(kind: str, index_groups: Sequence[Sequence[int]], where: str, n: int,
+                       *, equal_sizes: bool) -> None:
+    """JAX's rules for `axis_index_groups` over a group of `n` devices: non-empty groups
+    that hold each index 0..n-1 exactly once, and, where `equal_sizes`, all of one size
+    (JAX 0.4 requires it of all_gather, psum_scatter and all_to_all)."""
+    fault = _cover_fault(index_groups, n)
+    if fault is not None:
+        raise ShapeError(f"'{kind}' over {where}: axis_index_groups must cover all indices "
+                         f"exactly once ({fault}); put each index 0..{n - 1} in one group")
+    sizes = sorted({len(group) for group in index_groups})
+    if equal_sizes and len(sizes) > 1:
+        listed = ", ".join(str(size) for size in sizes)
+        raise ShapeError(f"'{kind}' over {where}: axis_index_groups must all be the same "
+                         f"size, got sizes {listed}; split the indices into groups of one size")
+
+
+def _cover_fault(index_groups: Sequence[Sequence[int]], n: int) -> str | None:
+    """What keeps `index_groups` from holding each of 0..n-1 exactly once, or None."""
+    if not index_groups or not all(index_groups):
+        return "every group must hold at least one index"
+    indices = [index for group in index_groups for index in group]
+    outside = sorted({index for index in indices if not 0 <= index < n})
+    if outside:
+        return f"{_listed(outside)} out of range"
+    repeated = sorted({index for index in indices if indices.count(index) > 1})
+    if repeated:
+        return f"{_listed(repeated)} more than once"
+    missing = sorted(set(range(n)) - set(indices))
+    if missing:
+        return f"{_listed(missing)} in no group"
+    return None
+
+
+def _listed(values: Sequence[int]) -> str:
+    """`index 4` or `indices 4, 5, 6`."""
+    text = ", ".join(str(v) for v in values)
+    return f"index {text}" if len(values) == 1 else f"indices {text}"
 
 
 def mapped_operand_shape(shape: Shape, in_axis: int | None, axis_size: int, axis: str) -> Shape:

@@ -14,7 +14,8 @@ seeded from each program's name, so a rerun writes the same arrays.
 `--compare-vmap` also runs every program with nested `jax.vmap` in place of `jax.pmap`
 (JAX 0.4.30) and prints the programs whose arrays differ between the two. When the
 goldens were recorded none differed; vmap only fails on all_gather and psum_scatter over
-a tuple of axes.
+a tuple of axes, and on every collective with `axis_index_groups` (JAX 0.4.30's batching
+rules refuse them with a NotImplementedError).
 """
 
 from __future__ import annotations

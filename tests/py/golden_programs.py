@@ -378,4 +378,77 @@ def _programs() -> list[Program]:
     ]
 
 
-PROGRAMS: list[Program] = _programs()
+# axis_index_groups: positions along the axes (row-major in the order named).
+PAIRS_4 = [[0, 1], [2, 3]]
+HALVES_8 = [[0, 1, 2, 3], [4, 5, 6, 7]]
+SCATTERED_PAIRS_8 = [[0, 5], [1, 2], [3, 4], [6, 7]]
+OUTER_PAIRS_8 = [[0, 7], [1, 6], [2, 5], [3, 4]]
+CROSSED_8 = [[0, 1, 4, 5], [2, 3, 6, 7]]
+UNEVEN_4 = [[0], [3, 1, 2]]  # all-reduces only
+
+
+def grad_inside_in_groups(pmap: Callable) -> Callable:
+    """The outer body differentiates through an inner map's psum in index groups."""
+    inner = pmap(lambda y: lax.psum(y * y, DM, axis_index_groups=CROSSED_8), "model")
+
+    def outer(x):
+        return jax.grad(lambda z: (inner(z) * z).sum())(x)
+
+    return pmap(outer, "data")
+
+
+def _index_group_programs() -> list[Program]:
+    c = collective_program
+    psum, pmean, pmax, pmin = lax.psum, lax.pmean, lax.pmax, lax.pmin
+
+    def grouped(collective, axes, groups, **kwargs):
+        return lambda x: collective(x, axes, axis_index_groups=groups, **kwargs)
+
+    def gathered_sum(axes, groups, **kwargs):
+        return lambda x: lax.all_gather(x, axes, axis_index_groups=groups, **kwargs).sum(0)
+
+    def scattered(axes, groups, reps, **kwargs):
+        return lambda x: jnp.tile(
+            lax.psum_scatter(x * x, axes, axis_index_groups=groups, **kwargs), (reps, 1))
+
+    return [
+        c("groups_grad_psum_i_halves", MESH_8, grouped(psum, "i", HALVES_8), 3),
+        c("groups_grad_pmean_i_scattered", MESH_8, grouped(pmean, "i", SCATTERED_PAIRS_8), 3),
+        c("groups_grad_psum_model_pairs", MESH_2X4, grouped(psum, "model", PAIRS_4), 3),
+        c("groups_grad_psum_data_model", MESH_2X4, grouped(psum, DM, CROSSED_8), 3),
+        c("groups_grad_psum_model_data", MESH_2X4, grouped(psum, MD, CROSSED_8), 3),
+        c("groups_grad_pmean_model_data", MESH_2X4, grouped(pmean, MD, OUTER_PAIRS_8), 3),
+        c("groups_grad_psum_model_uneven", MESH_2X4, grouped(psum, "model", UNEVEN_4), 3),
+        # pmean divides by the first group's size (JAX's psum(1, ...)), also when uneven
+        c("groups_value_pmean_model_uneven", MESH_2X4, grouped(pmean, "model", UNEVEN_4), 3,
+          mode="value"),
+        c("groups_value_pmax_model_data", MESH_2X4, grouped(pmax, MD, CROSSED_8), 3,
+          mode="value", inputs=distinct),
+        c("groups_value_pmin_model_uneven", MESH_2X4, grouped(pmin, "model", UNEVEN_4), 3,
+          mode="value", inputs=distinct),
+        c("groups_grad_all_gather_i", MESH_8, gathered_sum("i", SCATTERED_PAIRS_8), 3),
+        c("groups_grad_all_gather_model", MESH_2X4, gathered_sum("model", PAIRS_4), 3),
+        c("groups_grad_all_gather_tiled_model_data", MESH_2X4,
+          gathered_sum(MD, CROSSED_8, tiled=True), 2, 3),
+        c("groups_grad_psum_scatter_i", MESH_8, scattered("i", HALVES_8, 4, tiled=True), 4, 3),
+        c("groups_grad_psum_scatter_data_model", MESH_2X4,
+          scattered(DM, OUTER_PAIRS_8, 2, tiled=True), 2, 3),
+        c("groups_grad_psum_scatter_untiled_model", MESH_2X4,
+          lambda x: lax.psum_scatter(x * x, "model", axis_index_groups=PAIRS_4), 2, 3),
+        c("groups_grad_all_to_all_model", MESH_2X4,
+          lambda x: lax.all_to_all(x, "model", 0, 0, axis_index_groups=PAIRS_4), 2, 3),
+        c("groups_grad_all_to_all_data_model", MESH_2X4,
+          lambda x: lax.all_to_all(x, DM, 0, 0, axis_index_groups=OUTER_PAIRS_8), 2, 3),
+        c("groups_grad_all_to_all_tiled_model_data", MESH_2X4,
+          lambda x: lax.all_to_all(x, MD, 1, 0, axis_index_groups=CROSSED_8,
+                                   tiled=True).reshape(x.shape), 3, 4),
+        Program("groups_grad_inside_outer", grad_inside_in_groups, small_ints(2, 4, 3)),
+        c("groups_jvp_psum_data_model", MESH_2X4, grouped(psum, DM, CROSSED_8), 3, mode="jvp"),
+        c("groups_vjp_all_gather_model", MESH_2X4, gathered_sum("model", PAIRS_4), 3,
+          mode="vjp"),
+        c("groups_vmap_psum_model_data", MESH_2X4, grouped(psum, MD, CROSSED_8), 3, mode="vmap",
+          inputs=lambda *shape: small_ints(3, *shape)),
+    ]
+
+
+PROGRAMS: list[Program] = _programs() + _index_group_programs()

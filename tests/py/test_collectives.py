@@ -65,7 +65,16 @@ def test_params_are_read_from_the_jax_primitive(kind):
     params = collective.params_from_jax(traced_equation(collective).params)
     assert list(params) == [param.name for param in collective.params]
     for param in collective.params:
+        if param.optional and params[param.name] is None:
+            continue  # JAX_CALLS pass no optional parameter (index groups: test_index_groups)
         assert isinstance(params[param.name], param.value_type), param
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_kinds_take_index_groups_where_their_jax_primitive_does(kind):
+    collective = collectives.BY_KIND[kind]
+    jax_takes_them = "axis_index_groups" in traced_equation(collective).params
+    assert (collectives.INDEX_GROUPS in collective.params) == jax_takes_them
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -50,3 +50,31 @@ module @different_dimensions {
     return %z : tensor<4xf32>
   }
 }
+
+// -----
+
+// A gather in index groups stacks only the device's group (2 blocks), so a
+// slice at the device's index along "model" (0..3) does not take its own block
+// back out: no fold.
+// CHECK-LABEL: module @gathered_in_index_groups
+// CHECK: pmapc.all_gather
+// CHECK-SAME: axis_index_groups
+// CHECK: stablehlo.dynamic_slice
+module @gathered_in_index_groups {
+  func.func public @main(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+    %0 = stablehlo.custom_call @pmapc.map(%x) {called_computations = [@outer], api_version = 4 : i32, backend_config = {axis_name = "data", axis_size = 2 : i64, in_axes = [0], out_axes = [0]}} : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+    return %0 : tensor<2x4x8xf32>
+  }
+  func.func private @outer(%y: tensor<4x8xf32>) -> tensor<4x8xf32> {
+    %0 = stablehlo.custom_call @pmapc.map(%y) {called_computations = [@inner], api_version = 4 : i32, backend_config = {axis_name = "model", axis_size = 4 : i64, in_axes = [0], out_axes = [0]}} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+    return %0 : tensor<4x8xf32>
+  }
+  func.func private @inner(%z: tensor<8xf32>) -> tensor<8xf32> {
+    %g = stablehlo.custom_call @pmapc.all_gather(%z) {api_version = 4 : i32, backend_config = {axes = ["model"], all_gather_dimension = 0 : i64, tiled = false, axis_index_groups = [[0, 1], [2, 3]]}} : (tensor<8xf32>) -> tensor<2x8xf32>
+    %i = stablehlo.custom_call @pmapc.axis_index() {api_version = 4 : i32, backend_config = {axes = ["model"]}} : () -> tensor<i32>
+    %c0 = stablehlo.constant dense<0> : tensor<i32>
+    %s = stablehlo.dynamic_slice %g, %i, %c0, sizes = [1, 8] : (tensor<2x8xf32>, tensor<i32>, tensor<i32>) -> tensor<1x8xf32>
+    %r = stablehlo.reshape %s : (tensor<1x8xf32>) -> tensor<8xf32>
+    return %r : tensor<8xf32>
+  }
+}

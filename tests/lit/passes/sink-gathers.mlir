@@ -183,3 +183,52 @@ module @plus_axis_index_after_gather {
     return %z : tensor<8xf32>
   }
 }
+
+// -----
+
+// A psum in index groups keeps its groups when the gather moves below it.
+// CHECK-LABEL: module @summed_in_index_groups_after_gather
+// CHECK: stablehlo.custom_call @pmapc.psum(%{{[0-9a-z_]+}})
+// CHECK-SAME{LITERAL}: axis_index_groups = [[0], [1]]
+// CHECK-SAME: (tensor<8xf32>) -> tensor<8xf32>
+module @summed_in_index_groups_after_gather {
+  func.func public @main(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+    %0 = stablehlo.custom_call @pmapc.map(%x) {called_computations = [@outer], api_version = 4 : i32, backend_config = {axis_name = "data", axis_size = 2 : i64, in_axes = [0], out_axes = [0]}} : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+    return %0 : tensor<2x4x8xf32>
+  }
+  func.func private @outer(%y: tensor<4x8xf32>) -> tensor<4x8xf32> {
+    %0 = stablehlo.custom_call @pmapc.map(%y) {called_computations = [@inner], api_version = 4 : i32, backend_config = {axis_name = "model", axis_size = 4 : i64, in_axes = [0], out_axes = [0]}} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+    %1 = stablehlo.custom_call @pmapc.psum(%0) {api_version = 4 : i32, backend_config = {axes = ["data"], axis_index_groups = [[0], [1]]}} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+    return %1 : tensor<4x8xf32>
+  }
+  func.func private @inner(%z: tensor<8xf32>) -> tensor<8xf32> {
+    return %z : tensor<8xf32>
+  }
+}
+
+// -----
+
+// A gather in index groups holds only its group's blocks, not the whole axis:
+// it does not move below the multiply (a plain gather of the product would
+// stack all 4 blocks).
+// CHECK-LABEL: module @scaled_after_gather_in_index_groups
+// CHECK: stablehlo.custom_call @pmapc.all_gather(%{{[0-9a-z_]+}})
+// CHECK-SAME{LITERAL}: axis_index_groups = [[0, 1], [2, 3]]
+// CHECK-SAME: (tensor<8xf32>) -> tensor<2x8xf32>
+// CHECK: stablehlo.multiply %{{.*}}, %{{.*}} : tensor<2x8xf32>
+module @scaled_after_gather_in_index_groups {
+  func.func public @main(%x: tensor<2x4x8xf32>) -> tensor<2x4x2x8xf32> {
+    %0 = stablehlo.custom_call @pmapc.map(%x) {called_computations = [@outer], api_version = 4 : i32, backend_config = {axis_name = "data", axis_size = 2 : i64, in_axes = [0], out_axes = [0]}} : (tensor<2x4x8xf32>) -> tensor<2x4x2x8xf32>
+    return %0 : tensor<2x4x2x8xf32>
+  }
+  func.func private @outer(%y: tensor<4x8xf32>) -> tensor<4x2x8xf32> {
+    %0 = stablehlo.custom_call @pmapc.map(%y) {called_computations = [@inner], api_version = 4 : i32, backend_config = {axis_name = "model", axis_size = 4 : i64, in_axes = [0], out_axes = [0]}} : (tensor<4x8xf32>) -> tensor<4x2x8xf32>
+    return %0 : tensor<4x2x8xf32>
+  }
+  func.func private @inner(%z: tensor<8xf32>) -> tensor<2x8xf32> {
+    %g = stablehlo.custom_call @pmapc.all_gather(%z) {api_version = 4 : i32, backend_config = {axes = ["model"], all_gather_dimension = 0 : i64, tiled = false, axis_index_groups = [[0, 1], [2, 3]]}} : (tensor<8xf32>) -> tensor<2x8xf32>
+    %half = stablehlo.constant dense<5.000000e-01> : tensor<2x8xf32>
+    %m = stablehlo.multiply %g, %half : tensor<2x8xf32>
+    return %m : tensor<2x8xf32>
+  }
+}
