@@ -82,6 +82,15 @@ def test_rows_name_axes_groups_and_source_lines():
     assert [step.sent() for step in plan.steps] == [2 * 3 / 4 * 64, 7 / 8 * 8 * 64, 64]
 
 
+def test_index_groups_have_no_axes():
+    plan = pmapc.lower(nested_2x4(
+        lambda v: lax.psum(v, "model", axis_index_groups=[[0, 1], [2, 3]])), X).plan()
+    (step,) = plan.steps
+    assert step.axes is None
+    np.testing.assert_array_equal(step.groups, [[0, 1], [2, 3], [4, 5], [6, 7]])
+    assert "(groups)" in plan.table()
+
+
 @pytest.mark.parametrize("start, stop", [(0, 100), (3, 10), (2, 3)])
 def test_loops_with_constant_bounds_count_each_trip(start, stop):
     def body(v):
