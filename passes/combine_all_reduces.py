@@ -25,11 +25,21 @@ class CombineAllReducesPass:
 
     def run(self, module: ir.Module) -> bool:
         changed = False
-        for ops in all_reduces_by_block(module):
-            for group in combinable_groups(ops):
-                combine(group)
-                changed = True
+        # One group at a time: combining erases ops that another group may hold as
+        # its last operand or first use (a pair of sums over the results of a pair).
+        while (group := next_group(module)) is not None:
+            combine(group)
+            changed = True
         return changed
+
+
+def next_group(module: ir.Module) -> _Group | None:
+    """The first group of all_reduces that can be combined, or None."""
+    for ops in all_reduces_by_block(module):
+        groups = combinable_groups(ops)
+        if groups:
+            return groups[0]
+    return None
 
 
 def all_reduces_by_block(module: ir.Module) -> list[list[ir.Operation]]:

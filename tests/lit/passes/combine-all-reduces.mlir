@@ -140,3 +140,37 @@ func.func @nested_sums_stay(%x: tensor<4xf32>) -> tensor<4xf32> {
   }) {replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>} : (tensor<4xf32>) -> tensor<4xf32>
   return %1 : tensor<4xf32>
 }
+
+// -----
+
+// A pair of sums over the results of another pair: both pairs combine, the
+// second one after the first's combined op (it once moved after an erased op).
+// CHECK-LABEL: func.func @pair_over_combined_pair
+// CHECK: %[[FIRST:.*]]:2 = "stablehlo.all_reduce"(%arg0, %arg1)
+// CHECK-SAME{LITERAL}: replica_groups = dense<[[0, 1], [2, 3]]>
+// CHECK: %[[SECOND:.*]]:2 = "stablehlo.all_reduce"(%[[FIRST]]#0, %[[FIRST]]#1)
+// CHECK-SAME{LITERAL}: replica_groups = dense<[[0, 2], [1, 3]]>
+// CHECK: return %[[SECOND]]#0, %[[SECOND]]#1
+func.func @pair_over_combined_pair(%x: tensor<4xf32>, %y: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %0 = "stablehlo.all_reduce"(%x) ({
+  ^bb0(%l: tensor<f32>, %r: tensor<f32>):
+    %s = stablehlo.add %l, %r : tensor<f32>
+    stablehlo.return %s : tensor<f32>
+  }) {replica_groups = dense<[[0, 1], [2, 3]]> : tensor<2x2xi64>} : (tensor<4xf32>) -> tensor<4xf32>
+  %1 = "stablehlo.all_reduce"(%y) ({
+  ^bb0(%l: tensor<f32>, %r: tensor<f32>):
+    %s = stablehlo.add %l, %r : tensor<f32>
+    stablehlo.return %s : tensor<f32>
+  }) {replica_groups = dense<[[0, 1], [2, 3]]> : tensor<2x2xi64>} : (tensor<4xf32>) -> tensor<4xf32>
+  %2 = "stablehlo.all_reduce"(%0) ({
+  ^bb0(%l: tensor<f32>, %r: tensor<f32>):
+    %s = stablehlo.add %l, %r : tensor<f32>
+    stablehlo.return %s : tensor<f32>
+  }) {replica_groups = dense<[[0, 2], [1, 3]]> : tensor<2x2xi64>} : (tensor<4xf32>) -> tensor<4xf32>
+  %3 = "stablehlo.all_reduce"(%1) ({
+  ^bb0(%l: tensor<f32>, %r: tensor<f32>):
+    %s = stablehlo.add %l, %r : tensor<f32>
+    stablehlo.return %s : tensor<f32>
+  }) {replica_groups = dense<[[0, 2], [1, 3]]> : tensor<2x2xi64>} : (tensor<4xf32>) -> tensor<4xf32>
+  return %2, %3 : tensor<4xf32>, tensor<4xf32>
+}
