@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pmapc import dialect, ir
 from pmapc.compiler import runtime
 from pmapc.compiler.pipeline import default_pipeline, run_passes
+from pmapc.errors import Diagnostic, DiagnosticError
 from pmapc.mesh import Mesh
 from pmapc.passes import DEFAULT_TARGET, Pass
 
@@ -29,7 +30,8 @@ class Compilation:
 
     `snapshots` holds a copy of the IR after each stage ("pmapc", each pass
     name) when stages were recorded; `stages` prints them on first use.
-    `timings` has the seconds each pass took, its verification included.
+    `timings` has the seconds each pass took and, under "verify", the seconds
+    the verification of the result took.
     """
 
     module: ir.Module
@@ -64,10 +66,17 @@ class Compilation:
 def run_pipeline(source: str | ir.Module, passes: Sequence[Pass] | None = None,
                  record_stages: bool = False, target: str = DEFAULT_TARGET) -> Compilation:
     """Run `passes` (default: the default pipeline for `target`) on pmapc IR, text or
-    module."""
+    module.
+
+    The result is verified once, after the last pass (`timings["verify"]`). When it
+    is invalid (a pmapc bug), the passes run again on a copy of the input,
+    verifying after each one, so the error names the pass that broke the IR.
+    """
     module = source if isinstance(source, ir.Module) else ir.parse_module(
         source, ir.make_context())
-    snapshots = {"pmapc": module.operation.clone(ip=False)} if record_stages else {}
+    passes = default_pipeline(target) if passes is None else passes
+    original = ir.detached_clone(module.operation)
+    snapshots = {"pmapc": original} if record_stages else {}
     timings: dict[str, float] = {}
     clock = [time.perf_counter()]
 
@@ -75,12 +84,27 @@ def run_pipeline(source: str | ir.Module, passes: Sequence[Pass] | None = None,
         now = time.perf_counter()
         timings[pass_.name] = timings.get(pass_.name, 0.0) + now - clock[0]
         if record_stages:
-            snapshots[pass_.name] = module.operation.clone(ip=False)
+            snapshots[pass_.name] = ir.detached_clone(module.operation)
         clock[0] = time.perf_counter()
 
-    run_passes(module, default_pipeline(target) if passes is None else passes,
-               after_pass=after)
+    changed = run_passes(module, passes, after_pass=after, verify_each=False)
+    if changed:
+        verify_result(module, original, passes)
+    timings["verify"] = time.perf_counter() - clock[0]
     return Compilation(module, snapshots, timings)
+
+
+def verify_result(module: ir.Module, original: ir.Operation, passes: Sequence[Pass]) -> None:
+    """Verify what `passes` made of `original`; if it is invalid, name the pass that
+    broke it by running them again on a copy, verifying after each."""
+    try:
+        ir.verify(module)
+    except DiagnosticError as error:
+        run_passes(ir.reparsed(original), passes, verify_each=True)
+        names = ", ".join(p.name for p in passes)
+        raise DiagnosticError([*error.diagnostics, Diagnostic(
+            "note", f"invalid IR after the pass pipeline ({names}), though valid after each "
+            "pass when run one at a time; this is a pmapc bug, please report it")]) from None
 
 
 def compile_for_devices(compilation: Compilation, devices=None, backend=None):

@@ -119,30 +119,41 @@ def _parse_options(text: str) -> dict[str, str]:
     return options
 
 
-# after_pass(pass_instance, module) is called after each pass ran and verified.
+# after_pass(pass_instance, module) is called after each pass ran (and, with
+# verify_each, was verified).
 AfterPass = Callable[[object, ir.Module], None]
 
 
-def run_passes(module: ir.Module, passes: Sequence[Pass],
-               after_pass: AfterPass | None = None) -> None:
-    """Run `passes` in order, verifying the IR after each one that changed it.
+def run_passes(module: ir.Module, passes: Sequence[Pass], after_pass: AfterPass | None = None,
+               verify_each: bool = True) -> bool:
+    """Run `passes` in order; whether any of them changed the IR.
 
-    A pass that leaves invalid IR is a compiler bug: the error names the pass
-    and the passes before it.
+    With `verify_each` (mlir-opt's `--verify-each`, its default) the IR is
+    verified after each pass that changed it, and a pass that leaves invalid
+    IR is named with the passes before it (a compiler bug). Without, nothing
+    is verified here: the caller verifies the result once (`verify_result`).
     """
     done: list[str] = []
+    changed_any = False
     for pass_ in passes:
         with ir.building(module):
             changed = pass_.run(module)
-        try:
-            if changed:
-                ir.verify(module)
-        except DiagnosticError as error:
-            before = ", ".join(done) or "none"
-            raise DiagnosticError([*error.diagnostics, _broke_note(pass_.name, before)]) from None
+        changed_any |= changed
+        if verify_each and changed:
+            verify_after(module, pass_.name, done)
         done.append(pass_.name)
         if after_pass is not None:
             after_pass(pass_, module)
+    return changed_any
+
+
+def verify_after(module: ir.Module, name: str, before: Sequence[str]) -> None:
+    """Verify the IR pass `name` left; an error names it and the passes run before it."""
+    try:
+        ir.verify(module)
+    except DiagnosticError as error:
+        raise DiagnosticError([*error.diagnostics,
+                               _broke_note(name, ", ".join(before) or "none")]) from None
 
 
 def _broke_note(name: str, before: str) -> Diagnostic:

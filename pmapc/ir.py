@@ -98,6 +98,13 @@ def print_module(module: ir.Module, debug_info: bool = False) -> str:
     return module.operation.get_asm(enable_debug_info=debug_info)
 
 
+def reparsed(module_op: ir.Operation) -> ir.Module:
+    """A copy of a module op that shares nothing with it: its generic text, locations
+    included, parsed in a new context (slow; for replaying a failure)."""
+    text = module_op.get_asm(enable_debug_info=True, print_generic_op_form=True)
+    return parse_module(text, make_context())
+
+
 def diagnostics_of(error: ir.MLIRError, filename: str = "-") -> list[Diagnostic]:
     """Render an MLIRError's diagnostics (never shown raw to users)."""
     result = []
@@ -162,9 +169,14 @@ def building(module: ir.Module) -> Iterator[None]:
 
 
 def run_upstream_passes(module: ir.Module, pipeline: str) -> None:
-    """Run upstream MLIR passes, e.g. "symbol-dce" or "cse", on the module."""
+    """Run upstream MLIR passes, e.g. "symbol-dce" or "cse", on the module.
+
+    MLIR's pass manager does not verify between them: the pmapc pass that runs
+    them is verified like any other (compiler/pipeline.py).
+    """
     with module.context:
         manager = _passmanager.PassManager.parse(f"builtin.module({pipeline})")
+        manager.enable_verifier(False)
         manager.run(module.operation)
 
 

@@ -2,10 +2,12 @@
 
     pmapc opt IN.mlir [-o OUT] [--pass-pipeline=PIPELINE | --PASS ...]
               [--print-ir-after-all] [--split-input-file] [--verify-diagnostics]
-              [--mlir-print-debuginfo] [--list-passes]
+              [--verify-each=true|false] [--mlir-print-debuginfo] [--list-passes]
 
 `-` (the default) reads stdin. Errors print `file:line:col: error: message`
-on stderr and exit 1.
+on stderr and exit 1. As in mlir-opt, the IR is verified after every pass that
+changed it; `--verify-each=false` verifies only the result (as `pmapc.lower`
+and `jax.jit` do), naming the pass that broke it if it is invalid.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import re
 import sys
 
 from pmapc import dialect, ir
+from pmapc.compiler.driver import verify_result
 from pmapc.compiler.pipeline import PIPELINES, describe, parse_pipeline, run_passes
 from pmapc.errors import DiagnosticError, PipelineError
 from pmapc.passes import DEFAULT_TARGET, PASSES, TARGETS
@@ -43,10 +46,19 @@ def build_parser() -> argparse.ArgumentParser:
                         help="split the input at '// -----' lines and process each chunk")
     parser.add_argument("--verify-diagnostics", action="store_true",
                         help="check diagnostics against 'expected-error' comments")
+    parser.add_argument("--verify-each", type=_boolean, nargs="?", const=True, default=True,
+                        metavar="true|false",
+                        help="verify after each pass (default true); false: only the result")
     parser.add_argument("--mlir-print-debuginfo", action="store_true",
                         help="print locations in the output")
     parser.add_argument("--list-passes", action="store_true", help="list the passes and exit")
     return parser
+
+
+def _boolean(text: str) -> bool:
+    if text not in ("true", "false"):
+        raise argparse.ArgumentTypeError(f"takes true or false, got '{text}'")
+    return text == "true"
 
 
 def main(argv: list[str]) -> int:
@@ -99,7 +111,7 @@ def process_chunk(chunk, first_line, passes, filename, args) -> tuple[str | None
     try:
         module = ir.parse_module(padded, context, filename)
         dialect.verify_ops(module)
-        run_passes(module, passes, after_pass=dump_after if args.print_ir_after_all else None)
+        run_checked(module, passes, args)
         output = ir.print_module(module, debug_info=args.mlir_print_debuginfo)
         found = []
     except DiagnosticError as error:
@@ -113,6 +125,15 @@ def process_chunk(chunk, first_line, passes, filename, args) -> tuple[str | None
     for diagnostic in found:
         print(diagnostic.render(filename), file=sys.stderr)
     return output, not found
+
+
+def run_checked(module, passes, args) -> None:
+    """Run the passes, verifying after each one or, with --verify-each=false, the result."""
+    original = None if args.verify_each else ir.detached_clone(module.operation)
+    changed = run_passes(module, passes, verify_each=args.verify_each,
+                         after_pass=dump_after if args.print_ir_after_all else None)
+    if changed and original is not None:
+        verify_result(module, original, passes)
 
 
 def dump_after(pass_, module) -> None:

@@ -1,0 +1,82 @@
+"""Running passes: verified after each pass (`pmapc opt`, mlir-opt's default) or once
+at the end (the driver), and a pass that breaks the IR named either way."""
+
+import dataclasses
+import pathlib
+from typing import ClassVar
+
+import pytest
+
+from pmapc import ir
+from pmapc.compiler import driver
+from pmapc.compiler.pipeline import default_pipeline, run_passes
+from pmapc.errors import DiagnosticError
+from pmapc.passes.flatten_maps import FlattenMapsPass
+from pmapc.passes.simplify import SimplifyPass
+from pmapc.passes.verify_axes import VerifyAxesPass
+from pmapc.tools.main import main
+
+EXAMPLE_IR = pathlib.Path(__file__).parents[2] / "examples" / "nested_2x4.mlir"
+
+
+@dataclasses.dataclass(frozen=True)
+class BreakResultTypePass:
+    """Declare @main's results as i32 scalars: its return no longer matches (invalid IR)."""
+
+    name: ClassVar[str] = "break-result-type"
+
+    def run(self, module: ir.Module) -> bool:
+        main_function = ir.functions(module)["main"]
+        signature = ir.function_type(main_function)
+        scalar = ir.tensor_type([], ir.i32_type())
+        ir.set_function_type(main_function, signature.inputs, [scalar] * len(signature.results))
+        return True
+
+
+BROKEN = (VerifyAxesPass(), FlattenMapsPass(), BreakResultTypePass(), SimplifyPass())
+
+
+def example_module() -> ir.Module:
+    return ir.parse_module(EXAMPLE_IR.read_text(), ir.make_context())
+
+
+def broken_pass_note(error: DiagnosticError):
+    notes = [d for d in error.diagnostics if d.severity == "note"]
+    assert notes, error.diagnostics
+    return notes[-1].message
+
+
+def test_verify_each_names_the_pass_and_stops_there():
+    with pytest.raises(DiagnosticError) as raised:
+        run_passes(example_module(), BROKEN, verify_each=True)
+    assert broken_pass_note(raised.value) == (
+        "invalid IR after pass 'break-result-type' (passes run before it: verify-axes, "
+        "flatten-maps); this is a pmapc bug, please report it")
+
+
+def test_without_verify_each_nothing_is_verified_between_passes():
+    module = example_module()
+    assert run_passes(module, BROKEN, verify_each=False)
+    with pytest.raises(DiagnosticError):
+        ir.verify(module)
+
+
+def test_the_driver_verifies_the_result_and_replays_to_name_the_pass():
+    with pytest.raises(DiagnosticError) as raised:
+        driver.run_pipeline(EXAMPLE_IR.read_text(), passes=BROKEN)
+    assert "invalid IR after pass 'break-result-type'" in broken_pass_note(raised.value)
+
+
+def test_the_driver_times_every_pass_and_the_verification():
+    compilation = driver.run_pipeline(EXAMPLE_IR.read_text(), record_stages=True)
+    names = [p.name for p in default_pipeline()]
+    assert list(compilation.timings) == [*names, "verify"]
+    assert list(compilation.stages) == ["pmapc", *names, "stablehlo"]
+
+
+@pytest.mark.parametrize("flag", ["--verify-each=false", "--verify-each=true", "--verify-each"])
+def test_opt_output_does_not_depend_on_verify_each(flag, capsys):
+    assert main(["opt", str(EXAMPLE_IR), "--pmapc-to-stablehlo"]) == 0
+    expected = capsys.readouterr().out
+    assert main(["opt", str(EXAMPLE_IR), "--pmapc-to-stablehlo", flag]) == 0
+    assert capsys.readouterr().out == expected
