@@ -44,31 +44,42 @@ class FlattenMapsPass:
     split_entry: bool = True
 
     def run(self, module: ir.Module) -> bool:
-        layout = analyze(module).layout()
-        _Flattener(module, layout, self.split_entry).run()
+        views = dialect.Views()
+        nesting = analyze(module, views=views)
+        layout = nesting.layout()
+        _Flattener(module, nesting, layout, self.split_entry, views).run()
         dialect.write_mesh(module, layout.mesh)
         return True
 
 
 class _Flattener:
-    def __init__(self, module: ir.Module, layout: Layout, split_entry: bool):
+    def __init__(self, module: ir.Module, nesting: Nesting, layout: Layout, split_entry: bool,
+                 views: dialect.Views):
         self.layout = layout
         self.split_entry = split_entry
+        self.views = views
         self.functions = ir.functions(module)
         self.main = self.functions["main"]
+        # Each function's (custom_calls, func.calls), as the analysis walked them.
+        self.contents = dict(nesting.contents)
         self.worklist: collections.deque[tuple[ir.Operation, Chain]] = collections.deque()
         # Entry arguments and results passed split: (dimension, mesh axes).
         self.split_args: dict[ir.Value, tuple[int, tuple[str, ...]]] = {}
         self.result_splits: dict[int, tuple[int, tuple[str, ...]]] = {}
         self.inline_memo: dict[str, bool] = {}
+        # (backend_config, scope) -> the config naming mesh axes, None if unchanged.
+        self.resolved: dict[tuple, ir.Attribute | None] = {}
+        # Functions called by func.calls that stay (they hold no maps or collectives).
+        self.kept_callees: set[str] = set()
+        self.remaining = self.inlinings()
 
     def run(self) -> None:
         if self.split_entry:
             self.split_entry_arguments()
-        self.scan(self.main, scope=())
+        self.scan(*self.contents_of("main"), scope=())
         while self.worklist:
             op, scope = self.worklist.popleft()
-            if dialect.is_map(op):
+            if self.views.is_map(op):
                 self.inline_map(op, scope)
             else:
                 self.inline_call(op, scope)
@@ -77,29 +88,44 @@ class _Flattener:
 
     # -- scanning ------------------------------------------------------------
 
-    def scan(self, root: ir.Operation, scope: Chain) -> None:
-        """Queue the maps and calls inside `root` and resolve its collectives' axes."""
-        custom_calls, calls = ir.walk_custom_calls_and_calls(root)
+    def contents_of(self, name: str) -> tuple[list, list]:
+        if name not in self.contents:
+            self.contents[name] = ir.walk_custom_calls_and_calls(self.functions[name])
+        return self.contents[name]
+
+    def scan(self, custom_calls: list, calls: list, scope: Chain) -> None:
+        """Queue the maps and calls of a body and resolve its collectives' axes."""
         for op in custom_calls:
-            if dialect.is_map(op):
+            target = self.views.target(op)
+            if target == dialect.MAP_TARGET:
                 self.worklist.append((op, scope))
-            elif dialect.is_collective(op):
+            elif dialect.is_pmapc_target(target):
                 self.resolve_axes(op, scope)
         for op in calls:
             if self.needs_inlining(ir.callee_of(op)):
                 self.worklist.append((op, scope))
 
     def resolve_axes(self, op: ir.Operation, scope: Chain) -> None:
-        view = dialect.read_collective(op)
+        view = self.views.collective(op)
+        key = (view.config, scope)
+        if key not in self.resolved:
+            self.resolved[key] = self.mesh_axes_config(view, scope)
+        if self.resolved[key] is not None:
+            op.attributes["backend_config"] = self.resolved[key]
+
+    def mesh_axes_config(self, view: dialect.CollectiveView, scope: Chain) -> ir.Attribute | None:
+        """The config of `view` naming the mesh axes its axes resolve to in `scope`; None
+        when they are the same names."""
         mesh_axes: list[str] = []
         for axis in view.axes:
             position = Nesting.resolve(scope, axis)
             if position is None:
-                raise dialect.error_at(op, unbound_axis_message(
+                raise dialect.error_at(view.op, unbound_axis_message(
                     axis, Nesting.bound_names(scope)), Category.AXIS)
             mesh_axes.extend(self.mesh_axes(scope[:position + 1]))
-        if tuple(mesh_axes) != view.axes:
-            dialect.set_collective_axes(op, mesh_axes)
+        if tuple(mesh_axes) == view.axes:
+            return None
+        return dialect.with_collective_axes(view.config, mesh_axes)
 
     def mesh_axes(self, chain: Chain) -> tuple[str, ...]:
         """The mesh axes bound by the innermost map of `chain`."""
@@ -109,19 +135,51 @@ class _Flattener:
         """Whether function `name` holds maps or collectives, directly or through calls."""
         if name not in self.inline_memo:
             self.inline_memo[name] = False
-            function = self.functions.get(name)
-            custom_calls, calls = (ir.walk_custom_calls_and_calls(function)
-                                   if function is not None else ([], []))
+            custom_calls, calls = self.contents_of(name) if name in self.functions else ([], [])
             self.inline_memo[name] = (
-                any(dialect.is_pmapc_op(op) for op in custom_calls)
+                any(self.views.is_pmapc_op(op) for op in custom_calls)
                 or any(self.needs_inlining(ir.callee_of(op)) for op in calls)
             )
         return self.inline_memo[name]
 
+    def inlined_callees(self, name: str) -> list[str]:
+        """The functions whose bodies the maps and calls in function `name` inline."""
+        custom_calls, calls = self.contents_of(name)
+        callees = [self.views.map(op).callee for op in custom_calls if self.views.is_map(op)]
+        callees.extend(callee for callee in map(ir.callee_of, calls)
+                       if self.needs_inlining(callee))
+        return callees
+
+    def inlinings(self) -> collections.Counter:
+        """How many times each function's body will be inlined: once per map or call
+        of it, times the inlinings of the function that holds that map or call.
+
+        Every function counted ends up in @main, so the callees of its func.calls
+        that stay are `kept_callees`."""
+        order: list[str] = []
+        seen: set[str] = set()
+
+        def visit(name: str) -> None:  # callers after callees (the call graph is acyclic)
+            seen.add(name)
+            calls = self.contents_of(name)[1]
+            self.kept_callees.update(callee for callee in map(ir.callee_of, calls)
+                                     if not self.needs_inlining(callee))
+            for callee in self.inlined_callees(name):
+                if callee not in seen:
+                    visit(callee)
+            order.append(name)
+
+        visit("main")
+        counts = collections.Counter({"main": 1})
+        for name in reversed(order):
+            for callee in self.inlined_callees(name):
+                counts[callee] += counts[name]
+        return counts
+
     # -- inlining ------------------------------------------------------------
 
     def inline_map(self, op: ir.Operation, scope: Chain) -> None:
-        view = dialect.read_map(op)
+        view = self.views.map(op)
         chain = (*scope, (view.axis_name, view.axis_size))
         axes = self.mesh_axes(chain)
         ip, loc = ir.InsertionPoint(op), op.location
@@ -129,36 +187,43 @@ class _Flattener:
             self.slice_operand(operand, in_axis, axes, ip=ip, loc=loc)
             for operand, in_axis in zip(op.operands, view.in_axes)
         ]
-        body_results = self.inline_body(self.functions[view.callee], args, chain, op)
+        body_results = self.inline_body(view.callee, args, chain, op)
         for result, value, out_axis in zip(op.results, body_results, view.out_axes):
             self.replace_map_result(result, value, out_axis, axes, at_entry=not scope,
                                     ip=ip, loc=loc)
         op.erase()
 
     def inline_call(self, op: ir.Operation, scope: Chain) -> None:
-        callee = self.functions[ir.callee_of(op)]
-        results = self.inline_body(callee, list(op.operands), scope, op)
+        results = self.inline_body(ir.callee_of(op), list(op.operands), scope, op)
         for result, value in zip(op.results, results):
             result.replace_all_uses_with(value)
         op.erase()
 
-    def inline_body(self, function, args, scope: Chain, site: ir.Operation) -> list[ir.Value]:
-        """Put a copy of `function`'s body before `site`, with `args` for its arguments.
+    def inline_body(self, name: str, args, scope: Chain, site: ir.Operation) -> list[ir.Value]:
+        """Put function `name`'s body before `site`, with `args` for its arguments.
 
-        The copy is made whole (one native clone) and its ops are moved out, so
-        no op is visited twice in Python; its maps, calls and collectives are
-        scanned in `scope` first.
+        The body's last inlining takes the function's own ops (unless a func.call
+        that stays calls it); earlier ones a copy, made whole (one native clone).
+        Either way the ops are moved out, so no op is visited twice in Python; the
+        body's maps, calls and collectives are scanned in `scope` first.
         """
-        copy = ir.detached_clone(function)
-        block = ir.function_entry_block(copy)
+        self.remaining[name] -= 1
+        last = self.remaining[name] == 0 and name not in self.kept_callees
+        if last:
+            function = self.functions.pop(name)
+            contents = self.contents_of(name)
+        else:
+            function = ir.detached_clone(self.functions[name])
+            contents = ir.walk_custom_calls_and_calls(function)
+        block = ir.function_entry_block(function)
         for argument, value in zip(block.arguments, args):
             argument.replace_all_uses_with(value)
-        self.scan(copy, scope)
+        self.scan(*contents, scope)
         ops = [op.operation for op in block.operations]
         results = list(ops[-1].operands)  # func.return's
         for op in ops[:-1]:
             op.move_before(site)
-        copy.erase()
+        function.erase()
         return results
 
     # -- slices and gathers --------------------------------------------------
@@ -214,9 +279,9 @@ class _Flattener:
         outermost maps that split it the same way."""
         splits = set()
         for owner, index in ir.uses_of(arg):
-            if not dialect.is_map(owner):
+            if not self.views.is_map(owner):
                 return None
-            view = dialect.read_map(owner)
+            view = self.views.map(owner)
             axes = self.mesh_axes(((view.axis_name, view.axis_size),))
             splits.add((view.in_axes[index], axes))
         if len(splits) != 1 or next(iter(splits))[0] is None:
@@ -234,7 +299,7 @@ class _Flattener:
     def finish_entry(self) -> None:
         """Update @main's type to its per-device arguments and results, with their splits."""
         block = ir.function_entry_block(self.main)
-        returned = next(op for op in block.operations if op.name == "func.return")
+        returned = ir.terminator(block)
         arg_types = [arg.type for arg in block.arguments]
         result_types = [value.type for value in returned.operands]
         ir.set_function_type(self.main, arg_types, result_types)
@@ -254,14 +319,18 @@ class _Flattener:
         return dialect.split_attr(dims)
 
     def erase_unreachable_functions(self) -> None:
-        """Erase every function that @main no longer calls (the inlined bodies)."""
-        reachable, pending = set(), ["main"]
+        """Erase every function that @main no longer calls (the inlined bodies).
+
+        The func.calls left are those that stay (`kept_callees`); the calls in the
+        functions they reach are as the analysis found them.
+        """
+        reachable, pending = {"main"}, list(self.kept_callees)
         while pending:
             name = pending.pop()
             if name in reachable or name not in self.functions:
                 continue
             reachable.add(name)
-            pending.extend(ir.callee_of(op) for op in ir.walk_calls(self.functions[name]))
+            pending.extend(ir.callee_of(op) for op in self.contents_of(name)[1])
         for name, function in self.functions.items():
             if name not in reachable:
                 function.erase()

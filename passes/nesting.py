@@ -25,10 +25,15 @@ from pmapc.mesh import Mesh
 
 @dataclasses.dataclass
 class Nesting:
-    """Every chain of maps in the program, and the mesh they share."""
+    """Every chain of maps in the program, and the mesh they share.
+
+    `contents` holds what the analysis walked: each function reached from
+    `@main`, by name, with its custom_calls and func.calls in pre-order.
+    """
 
     chains: list[Chain] = dataclasses.field(default_factory=list)
     factors: tuple[int, ...] = ()
+    contents: dict[str, tuple[list, list]] = dataclasses.field(default_factory=dict)
 
     @staticmethod
     def resolve(scope: Chain, name: str) -> int | None:
@@ -55,8 +60,11 @@ class Nesting:
 Visitor = Callable[[ir.Operation, Chain, Nesting], None]
 
 
-def analyze(module: ir.Module, visit: Visitor | None = None) -> Nesting:
-    """Find every chain of maps; raise DiagnosticError on structural errors."""
+def analyze(module: ir.Module, visit: Visitor | None = None,
+            views: dialect.Views | None = None) -> Nesting:
+    """Find every chain of maps; raise DiagnosticError on structural errors.
+
+    `views` reads the maps (a pass that reads the ops too passes its own)."""
     functions = ir.functions(module)
     if "main" not in functions:
         raise DiagnosticError(
@@ -67,15 +75,18 @@ def analyze(module: ir.Module, visit: Visitor | None = None) -> Nesting:
                 ir.source_loc(module.operation.location),
             )
         )
-    walker = _Walker(functions, visit or (lambda op, scope, nesting: None))
+    walker = _Walker(functions, visit or (lambda op, scope, nesting: None),
+                     views or dialect.Views())
     walker.visit_function("main", (), None)
     return walker.nesting
 
 
 class _Walker:
-    def __init__(self, functions: dict[str, ir.Operation], visit: Visitor):
+    def __init__(self, functions: dict[str, ir.Operation], visit: Visitor,
+                 views: dialect.Views):
         self.functions = functions
         self.visit = visit
+        self.views = views
         self.nesting = Nesting()
         self.path: list[str] = []
         self.seen: set[tuple[str, Chain]] = set()
@@ -93,7 +104,10 @@ class _Walker:
             raise dialect.error_at(where, f"'@{name}' is only declared; give it a body")
         self.seen.add((name, scope))
         self.path.append(name)
-        custom_calls, calls = ir.walk_custom_calls_and_calls(function)
+        contents = self.nesting.contents  # each function walked once, for all its scopes
+        if name not in contents:
+            contents[name] = ir.walk_custom_calls_and_calls(function)
+        custom_calls, calls = contents[name]
         for op in custom_calls:
             self.visit_custom_call(op, scope)
         for op in calls:
@@ -103,13 +117,14 @@ class _Walker:
         self.path.pop()
 
     def visit_custom_call(self, op: ir.Operation, scope: Chain) -> None:
-        if dialect.is_map(op):
+        target = self.views.target(op)
+        if target == dialect.MAP_TARGET:
             self.visit_map(op, scope)
-        elif dialect.is_collective(op):
+        elif dialect.is_pmapc_target(target):
             self.visit(op, scope, self.nesting)
 
     def visit_map(self, op: ir.Operation, scope: Chain) -> None:
-        view = dialect.read_map(op)
+        view = self.views.map(op)
         callee = self.functions.get(view.callee)
         if callee is None:
             raise dialect.error_at(

@@ -26,17 +26,20 @@ class VerifyAxesPass:
 
     def run(self, module: ir.Module) -> bool:
         errors = []
+        views = dialect.Views()
+        functions = ir.functions(module)
+        checked: set[tuple] = set()
 
         def visit(op: ir.Operation, scope: Chain, nesting: Nesting) -> None:
             try:
-                if dialect.is_map(op):
-                    check_map(op, ir.functions(module))
+                if views.is_map(op):
+                    check_map(views.map(op), functions)
                 else:
-                    check_collective(op, scope)
+                    check_collective(views.collective(op), scope, checked)
             except DiagnosticError as error:
                 errors.extend(error.diagnostics)
 
-        analyze(module, visit)
+        analyze(module, visit, views)
         if errors:
             raise DiagnosticError(errors)
         return False
@@ -74,8 +77,22 @@ def unbound_axis_message(axis: str, bound: list[str]) -> str:
     return f"axis '{axis}' is not bound here; bound axes are {names}"
 
 
-def check_collective(op: ir.Operation, scope: Chain) -> None:
-    view = dialect.read_collective(op)
+def check_collective(view: dialect.CollectiveView, scope: Chain,
+                     checked: set[tuple] | None = None) -> None:
+    """Check one collective; `checked` remembers what passed, so a collective equal to
+    one already checked (kind, config, scope and types) costs one lookup."""
+    op = view.op
+    key = (view.collective, view.config, scope, *(v.type for v in op.operands), None,
+           *(v.type for v in op.results))
+    if checked is not None and key in checked:
+        return
+    _check_collective(view, scope)
+    if checked is not None:
+        checked.add(key)
+
+
+def _check_collective(view: dialect.CollectiveView, scope: Chain) -> None:
+    op = view.op
     levels = resolve_axes(view, scope)
     group_size = math.prod(scope[level][1] for level in levels)
     if view.collective is collectives.AXIS_INDEX:
@@ -115,8 +132,8 @@ def _check_result_type(view, operand_type, result_type, group_size) -> None:
                                f"{expected}, but the op says {result_type}")
 
 
-def check_map(op: ir.Operation, functions: dict[str, ir.Operation]) -> None:
-    view = dialect.read_map(op)
+def check_map(view: dialect.MapView, functions: dict[str, ir.Operation]) -> None:
+    op = view.op
     callee_type = ir.function_type(functions[view.callee])
     operands, results = list(op.operands), list(op.results)
     _check_counts(view, "in_axes", "operands", len(view.in_axes), len(operands))

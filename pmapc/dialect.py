@@ -47,9 +47,12 @@ def target_of(op: ir.Operation) -> str | None:
     return ir.as_string(op.attributes["call_target_name"])
 
 
-def is_pmapc_op(op: ir.Operation) -> bool:
-    target = target_of(op)
+def is_pmapc_target(target: str | None) -> bool:
     return target is not None and target.startswith("pmapc.")
+
+
+def is_pmapc_op(op: ir.Operation) -> bool:
+    return is_pmapc_target(target_of(op))
 
 
 def is_map(op: ir.Operation) -> bool:
@@ -57,15 +60,89 @@ def is_map(op: ir.Operation) -> bool:
 
 
 def is_collective(op: ir.Operation) -> bool:
-    return is_pmapc_op(op) and not is_map(op)
+    target = target_of(op)
+    return is_pmapc_target(target) and target != MAP_TARGET
 
 
 def collective_of(op: ir.Operation) -> Collective | None:
     """The record of a `@pmapc.<kind>` op's kind; None for any other op (a map, an
     unknown `pmapc.*` target, not a custom_call). Reads no parameters."""
-    if not is_pmapc_op(op):
+    return _collective_of_target(target_of(op))
+
+
+def _collective_of_target(target: str | None) -> Collective | None:
+    if not is_pmapc_target(target):
         return None
-    return collectives.BY_KIND.get(target_of(op).removeprefix("pmapc."))
+    return collectives.BY_KIND.get(target.removeprefix("pmapc."))
+
+
+class Views:
+    """The functions above, for one pass run, each distinct schema read once.
+
+    MLIR uniques attributes in their context: every op of one kind with equal
+    parameters carries the very same `call_target_name` and `backend_config`,
+    so a pass that reads thousands of collectives parses a handful of configs.
+    A view's `params` are shared between the ops of one config: read them only.
+    Make one per run (it keeps attributes of that run's context).
+    """
+
+    def __init__(self) -> None:
+        self._targets: dict[ir.Attribute, str | None] = {}
+        self._collectives: dict[tuple, tuple] = {}
+        self._maps: dict[tuple, tuple] = {}
+
+    def target(self, op: ir.Operation) -> str | None:
+        if op.name != CUSTOM_CALL:
+            return None
+        attr = op.attributes["call_target_name"]
+        if attr not in self._targets:
+            self._targets[attr] = ir.as_string(attr)
+        return self._targets[attr]
+
+    def is_map(self, op: ir.Operation) -> bool:
+        return self.target(op) == MAP_TARGET
+
+    def is_pmapc_op(self, op: ir.Operation) -> bool:
+        return is_pmapc_target(self.target(op))
+
+    def is_collective(self, op: ir.Operation) -> bool:
+        target = self.target(op)
+        return is_pmapc_target(target) and target != MAP_TARGET
+
+    def collective_of(self, op: ir.Operation) -> Collective | None:
+        return _collective_of_target(self.target(op))
+
+    def collective(self, op: ir.Operation) -> CollectiveView:
+        """`read_collective(op)`."""
+        key = _schema_key(op, "call_target_name", "backend_config")
+        parsed = self._collectives.get(key) if key is not None else None
+        if parsed is not None:
+            return CollectiveView(op, *parsed)
+        view = read_collective(op)
+        if key is not None:
+            self._collectives[key] = (view.collective, view.axes, view.params, view.config)
+        return view
+
+    def map(self, op: ir.Operation) -> MapView:
+        """`read_map(op)`."""
+        key = _schema_key(op, "backend_config", "called_computations")
+        parsed = self._maps.get(key) if key is not None else None
+        if parsed is not None:
+            return MapView(op, *parsed)
+        view = read_map(op)
+        if key is not None:
+            self._maps[key] = (view.axis_name, view.axis_size, view.in_axes, view.out_axes,
+                               view.callee)
+        return view
+
+
+def _schema_key(op: ir.Operation, *names: str) -> tuple | None:
+    """The attributes `names` of `op`, or None when one is missing."""
+    attributes = op.attributes
+    try:
+        return tuple(attributes[name] for name in names)
+    except KeyError:
+        return None
 
 
 # ----------------------------------------------------------------------------
@@ -156,12 +233,14 @@ def _axes_list_attr(axes: Sequence[int | None]) -> ir.Attribute:
 
 @dataclasses.dataclass(frozen=True)
 class CollectiveView:
-    """A parsed `@pmapc.<kind>` collective."""
+    """A parsed `@pmapc.<kind>` collective. `config` is the backend_config it was read
+    from: collectives of one kind with equal configs have equal axes and parameters."""
 
     op: ir.Operation
     collective: Collective
     axes: tuple[str, ...]
     params: dict[str, object]
+    config: ir.Attribute
 
     @property
     def kind(self) -> str:
@@ -186,7 +265,7 @@ def read_collective(op: ir.Operation) -> CollectiveView:
         params[param.name] = _required(op, config, param.name,
                                        _PARAM_READERS[param.value_type],
                                        _PARAM_WHAT[param.value_type])
-    return CollectiveView(op, collective, axes, params)
+    return CollectiveView(op, collective, axes, params, op.attributes["backend_config"])
 
 
 def _check_keys(op: ir.Operation, collective: Collective, config: dict) -> None:
@@ -228,11 +307,12 @@ def create_collective(
     return ir.create_op(CUSTOM_CALL, operands, result_types, attributes, loc=loc, ip=ip)
 
 
-def set_collective_axes(op: ir.Operation, axes: Sequence[str]) -> None:
-    """Rename the axes a collective acts over (flatten-maps resolves shadowed names)."""
-    config = ir.as_dict(op.attributes["backend_config"]) or {}
-    config["axes"] = ir.array_attr([ir.string_attr(a) for a in axes])
-    op.attributes["backend_config"] = ir.dict_attr(config)
+def with_collective_axes(config: ir.Attribute, axes: Sequence[str]) -> ir.Attribute:
+    """A collective's backend_config, acting over `axes` instead (flatten-maps resolves
+    axis names, shadowed ones included, to mesh axes)."""
+    entries = ir.as_dict(config) or {}
+    entries["axes"] = ir.array_attr([ir.string_attr(a) for a in axes])
+    return ir.dict_attr(entries)
 
 
 def _read_string_list(attr: ir.Attribute) -> tuple[str, ...] | None:

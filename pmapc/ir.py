@@ -501,6 +501,11 @@ def function_entry_block(func: ir.Operation) -> ir.Block:
     return func.regions[0].blocks[0]
 
 
+def terminator(block: ir.Block) -> ir.Operation:
+    """The last op of a block (e.g. a function's func.return), found without a walk."""
+    return ir.InsertionPoint.at_block_terminator(block).ref_operation
+
+
 def function_type(func: ir.Operation) -> ir.FunctionType:
     return ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
 
