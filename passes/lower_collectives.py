@@ -44,9 +44,10 @@ class LowerCollectivesPass:
     name: ClassVar[str] = "lower-collectives"
 
     def run(self, module: ir.Module) -> bool:
+        views = dialect.Views()
         ops = [op for op in ir.ops_in_functions(module, dialect.CUSTOM_CALL)
-               if dialect.is_pmapc_op(op)]
-        lowering = Lowering(dialect.mesh_of(module))
+               if views.is_pmapc_op(op)]
+        lowering = Lowering(dialect.mesh_of(module), views)
         for op in ops:
             lowering.lower(op)
         lowering.finish()
@@ -54,23 +55,30 @@ class LowerCollectivesPass:
 
 
 class Lowering:
-    """The state of one run: the mesh, and values and groups built once."""
+    """The state of one run: the mesh, and values, groups and ops built once."""
 
-    def __init__(self, mesh: Mesh):
+    def __init__(self, mesh: Mesh, views: dialect.Views):
         self.mesh = mesh
+        self.views = views
         # Values computed once per function: the replica id, and axis indices by axes.
         self.entry_values: dict[object, ir.Value] = {}
         self.anchors: dict[ir.Operation, ir.Operation] = {}
         # Replica groups by (axes, index groups).
         self.group_attrs: dict[tuple, ir.Attribute] = {}
+        # (kind, config) of the collectives whose axes and index groups were checked.
+        self.checked: set[tuple] = set()
+        # The first op built for each key (see `cloned`).
+        self.templates: dict[tuple, ir.Operation] = {}
 
     def lower(self, op: ir.Operation) -> None:
-        if dialect.is_map(op):
+        if self.views.is_map(op):
             raise dialect.error_at(op, "'pmapc.map' is still here; run flatten-maps before "
                                    "lower-collectives")
-        view = dialect.read_collective(op)
-        self.check_axes(view)
-        self.check_index_groups(view)
+        view = self.views.collective(op)
+        if (view.kind, view.config) not in self.checked:
+            self.check_axes(view)
+            self.check_index_groups(view)
+            self.checked.add((view.kind, view.config))
         rule = RULES[view.collective]
         results = rule(self, view, ip=ir.InsertionPoint(op), loc=op.location)
         for old, new in zip(op.results, results):
@@ -110,6 +118,21 @@ class Lowering:
             groups = replica_groups_for(self.mesh, view.axes, index_groups)
             self.group_attrs[key] = hlo.groups_attr(groups)
         return self.group_attrs[key]
+
+    def cloned(self, key: tuple, *, ip, loc) -> ir.Operation | None:
+        """A copy at `ip`, at location `loc`, of the op built for `key` before; None the
+        first time (the caller builds it and keeps it in `templates`).
+
+        One native clone instead of building the op and its reducer region again;
+        the caller replaces the copy's operands.
+        """
+        template = self.templates.get(key)
+        if template is None:
+            return None
+        op = template.clone(ip=ip)
+        if op.location != loc:
+            ir.set_locations(op, loc)
+        return op
 
     def axis_index_in(self, function: ir.Operation, axes: tuple[str, ...], loc) -> ir.Value:
         """The device's index along `axes`, computed once at the top of `function`."""
@@ -180,11 +203,17 @@ def placeholder(loc, ip) -> ir.Operation:
 
 def lower_reduction(lowering: Lowering, view: CollectiveView, *, ip, loc) -> list[ir.Value]:
     results = []
+    groups, reducer = lowering.groups(view), view.collective.reducer
     for operand in view.op.operands:
-        op = ir.create_op("stablehlo.all_reduce", [operand], [operand.type],
-                          {"replica_groups": lowering.groups(view)}, loc=loc, ip=ip, regions=1)
-        hlo.build_reducer(op.regions[0], ir.element_type_of(operand.type),
-                          view.collective.reducer, loc=loc)
+        key = ("stablehlo.all_reduce", reducer, operand.type, groups)
+        op = lowering.cloned(key, ip=ip, loc=loc)
+        if op is None:
+            op = ir.create_op("stablehlo.all_reduce", [operand], [operand.type],
+                              {"replica_groups": groups}, loc=loc, ip=ip, regions=1)
+            hlo.build_reducer(op.regions[0], ir.element_type_of(operand.type), reducer, loc=loc)
+            lowering.templates[key] = op
+        else:
+            op.operands[0] = operand
         results.append(op.result)
     return results
 

@@ -15,7 +15,6 @@ import numpy as np
 from jax.interpreters import mlir as _jax_mlir
 from jaxlib.mlir import ir
 from jaxlib.mlir import passmanager as _passmanager
-from jaxlib.mlir.dialects import func as _func
 from jaxlib.mlir.dialects import stablehlo as _stablehlo
 
 from pmapc.errors import Diagnostic, DiagnosticError, SourceLoc
@@ -29,15 +28,6 @@ Attribute = ir.Attribute
 Location = ir.Location
 InsertionPoint = ir.InsertionPoint
 MLIRError = ir.MLIRError
-
-
-_OP_CLASSES = {
-    "stablehlo.custom_call": _stablehlo.CustomCallOp,
-    "stablehlo.all_reduce": _stablehlo.AllReduceOp,
-    "stablehlo.dynamic_slice": _stablehlo.DynamicSliceOp,
-    "stablehlo.reshape": _stablehlo.ReshapeOp,
-    "func.call": _func.CallOp,
-}
 
 
 def make_context() -> ir.Context:
@@ -428,20 +418,22 @@ def add_block(region: ir.Region, arg_types: Sequence[ir.Type]) -> ir.Block:
     return ir.Block.create_at_start(region, list(arg_types))
 
 
-def walk(op: ir.Operation, op_class: type | None = None) -> list[ir.Operation]:
-    """Every op nested inside `op` (not `op` itself), in pre-order, collected first.
+def walk(op: ir.Operation, name: str | None = None) -> list[ir.Operation]:
+    """Every op nested inside `op` (not `op` itself), in pre-order, collected first;
+    with `name` (e.g. "stablehlo.all_reduce"), only the ops of that name.
 
-    `op_class` (an op view class such as stablehlo.CustomCallOp) keeps only
-    ops of that class. The walk itself is MLIR's; each visit costs about a
-    microsecond, so passes walk once and keep what they need.
+    The walk is MLIR's, but each visit costs a microsecond or two in Python
+    (filtering by the binding's op classes costs more than comparing names),
+    so passes walk once and keep what they need.
     """
     found: list[ir.Operation] = []
 
     def visit(nested: ir.Operation) -> ir.WalkResult:
-        found.append(nested)
+        if name is None or nested.name == name:
+            found.append(nested)
         return ir.WalkResult.ADVANCE
 
-    op.walk(visit, ir.WalkOrder.PRE_ORDER, op_class)
+    op.walk(visit, ir.WalkOrder.PRE_ORDER)
     if found and found[0] == op:
         found.pop(0)
     return found
@@ -449,12 +441,12 @@ def walk(op: ir.Operation, op_class: type | None = None) -> list[ir.Operation]:
 
 def walk_custom_calls(op: ir.Operation) -> list[ir.Operation]:
     """The stablehlo.custom_call ops nested in `op` (pmapc's maps and collectives)."""
-    return walk(op, _stablehlo.CustomCallOp)
+    return walk(op, "stablehlo.custom_call")
 
 
 def walk_calls(op: ir.Operation) -> list[ir.Operation]:
     """The func.call ops nested in `op`."""
-    return walk(op, _func.CallOp)
+    return walk(op, "func.call")
 
 
 def walk_custom_calls_and_calls(op: ir.Operation) -> tuple[list, list]:
@@ -474,12 +466,14 @@ def walk_custom_calls_and_calls(op: ir.Operation) -> tuple[list, list]:
     return custom_calls, calls
 
 
-def walk_named(op: ir.Operation, name: str) -> list[ir.Operation]:
-    """The ops named `name` (e.g. "stablehlo.all_reduce") nested in `op`."""
-    op_class = _OP_CLASSES.get(name)
-    if op_class is not None:
-        return walk(op, op_class)
-    return [nested for nested in walk(op) if nested.name == name]
+def set_locations(op: ir.Operation, loc: ir.Location) -> None:
+    """Give `op` and every op nested in it the location `loc`."""
+
+    def visit(nested: ir.Operation) -> ir.WalkResult:
+        nested.location = loc
+        return ir.WalkResult.ADVANCE
+
+    op.walk(visit, ir.WalkOrder.PRE_ORDER)
 
 
 def detached_clone(op: ir.Operation) -> ir.Operation:
@@ -711,5 +705,5 @@ def _shardings_attr(mesh: str, splits: Sequence[Sequence[Sequence[str]]]) -> ir.
 
 
 def ops_in_functions(module: ir.Module, name: str) -> list[ir.Operation]:
-    """The ops named `name` (see walk_named) in every function of `module`, in order."""
-    return [op for function in functions(module).values() for op in walk_named(function, name)]
+    """The ops named `name` in every function of `module`, in order."""
+    return [op for function in functions(module).values() for op in walk(function, name)]
