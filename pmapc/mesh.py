@@ -4,7 +4,8 @@ A mesh is an ordered list of named axes; devices are numbered row-major over
 it (the first axis slowest): device id = sum(index_k * stride_k). A collective
 over a tuple of axes acts within groups of devices that agree on every other
 axis; inside a group devices are ordered row-major over the named axes in the
-order the tuple names them (JAX 0.4's nested-pmap rule).
+order the tuple names them (JAX 0.4's nested-pmap rule), except for ppermute,
+whose positions follow the mesh order (`permutation_pairs`).
 """
 
 from __future__ import annotations
@@ -99,8 +100,14 @@ def axis_index_of(mesh: Mesh, axes: tuple[str, ...], device: int) -> int:
 def permutation_pairs(
     mesh: Mesh, axes: tuple[str, ...], perm: list[tuple[int, int]]
 ) -> list[tuple[int, int]]:
-    """Expand a ppermute over group positions into (source, target) device pairs."""
+    """Expand a ppermute over group positions into (source, target) device pairs.
+
+    Positions count the group's devices in increasing id (mesh) order, whatever
+    the order of `axes`: JAX 0.4's `_ppermute_lowering` (unchanged in JAX 0.10)
+    sorts each group before it reads `perm`, unlike every other collective.
+    """
     pairs = []
     for group in replica_groups_for(mesh, axes):
+        group = np.sort(group)
         pairs.extend((int(group[src]), int(group[dst])) for src, dst in perm)
     return pairs

@@ -116,6 +116,11 @@ def all_to_all_reference(blocks, mesh, axes, *, split_axis, concat_axis,
 
 
 def ppermute_reference(blocks, mesh, axes, perm) -> np.ndarray:
+    # JAX numbers a ppermute's group in mesh order whatever the order of `axes`
+    # (its lowering sorts each group's device ids; goldens from JAX 0.4.30 agree).
+    names = [name for name, _ in mesh]
+    axes = tuple(sorted(axes, key=names.index))
+
     def combine(members, position):
         sources = [source for source, target in perm if target == position]
         return members[sources[0]] if sources else np.zeros_like(members[0])

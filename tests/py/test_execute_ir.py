@@ -154,8 +154,14 @@ def reference_collective(case: Case, blocks: list[np.ndarray], index: int) -> np
 
 
 def group_of(case: Case, coords: tuple[int, ...]) -> tuple[list[tuple[int, ...]], int]:
-    """The group members of the device at `coords`, in group order, and its own position."""
+    """The group members of the device at `coords`, in group order, and its own position.
+
+    A group is ordered row-major over the axes as the collective names them; a
+    ppermute's in mesh order, whatever the order named (JAX sorts its groups).
+    """
     named = [case.names.index(axis) for axis in case.axes]
+    if case.kind == "ppermute":
+        named.sort()
     members = []
     for values in itertools.product(*[range(case.sizes[p]) for p in named]):
         member = list(coords)

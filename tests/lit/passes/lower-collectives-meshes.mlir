@@ -3,7 +3,8 @@
 // Replica groups of every collective kind on every mesh shape, over the inner
 // axis, the outer axis, all axes and a tuple in non-nesting order. Devices are
 // numbered row-major over the mesh (outer axis slowest); a group is ordered
-// row-major over the axes in the order the collective names them. Each chunk:
+// row-major over the axes in the order the collective names them, but for
+// ppermute, which counts a group in mesh order as JAX does. Each chunk:
 // axis_index (replica_id arithmetic), psum/pmax/pmin (all_reduce with add/
 // maximum/minimum), tiled all_gather, psum_scatter and all_to_all, and a
 // ppermute shifting each device to the next in its group.
@@ -212,7 +213,7 @@ module @over_data_then_model_on_2x2 attributes {pmapc.mesh = {axis_names = ["dat
 // CHECK-SAME{LITERAL}: replica_groups = dense<[[0, 2, 1, 3]]> : tensor<1x4xi64>
 // CHECK-SAME: split_count = 4 : i64
 // CHECK: "stablehlo.collective_permute"
-// CHECK-SAME{LITERAL}: source_target_pairs = dense<[[0, 2], [2, 1], [1, 3], [3, 0]]>
+// CHECK-SAME{LITERAL}: source_target_pairs = dense<[[0, 1], [1, 2], [2, 3], [3, 0]]>
 // CHECK: return %[[SUM1]]
 // CHECK-NOT: @pmapc.
 module @over_model_then_data_on_2x2 attributes {pmapc.mesh = {axis_names = ["data", "model"], axis_sizes = array<i64: 2, 2>}} {
@@ -394,7 +395,7 @@ module @over_data_then_model_on_2x4 attributes {pmapc.mesh = {axis_names = ["dat
 // CHECK-SAME{LITERAL}: replica_groups = dense<[[0, 4, 1, 5, 2, 6, 3, 7]]> : tensor<1x8xi64>
 // CHECK-SAME: split_count = 8 : i64
 // CHECK: "stablehlo.collective_permute"
-// CHECK-SAME{LITERAL}: source_target_pairs = dense<[[0, 4], [4, 1], [1, 5], [5, 2], [2, 6], [6, 3], [3, 7], [7, 0]]>
+// CHECK-SAME{LITERAL}: source_target_pairs = dense<[[0, 1], [1, 2], [2, 3], [3, 4], [4, 5], [5, 6], [6, 7], [7, 0]]>
 // CHECK: return %[[SUM1]]
 // CHECK-NOT: @pmapc.
 module @over_model_then_data_on_2x4 attributes {pmapc.mesh = {axis_names = ["data", "model"], axis_sizes = array<i64: 2, 4>}} {
@@ -576,7 +577,7 @@ module @over_data_then_model_on_4x2 attributes {pmapc.mesh = {axis_names = ["dat
 // CHECK-SAME{LITERAL}: replica_groups = dense<[[0, 2, 4, 6, 1, 3, 5, 7]]> : tensor<1x8xi64>
 // CHECK-SAME: split_count = 8 : i64
 // CHECK: "stablehlo.collective_permute"
-// CHECK-SAME{LITERAL}: source_target_pairs = dense<[[0, 2], [2, 4], [4, 6], [6, 1], [1, 3], [3, 5], [5, 7], [7, 0]]>
+// CHECK-SAME{LITERAL}: source_target_pairs = dense<[[0, 1], [1, 2], [2, 3], [3, 4], [4, 5], [5, 6], [6, 7], [7, 0]]>
 // CHECK: return %[[SUM1]]
 // CHECK-NOT: @pmapc.
 module @over_model_then_data_on_4x2 attributes {pmapc.mesh = {axis_names = ["data", "model"], axis_sizes = array<i64: 4, 2>}} {
@@ -810,7 +811,7 @@ module @over_x_then_y_then_z_on_2x2x2 attributes {pmapc.mesh = {axis_names = ["x
 // CHECK-SAME{LITERAL}: replica_groups = dense<[[0, 4, 1, 5], [2, 6, 3, 7]]> : tensor<2x4xi64>
 // CHECK-SAME: split_count = 4 : i64
 // CHECK: "stablehlo.collective_permute"
-// CHECK-SAME{LITERAL}: source_target_pairs = dense<[[0, 4], [4, 1], [1, 5], [5, 0], [2, 6], [6, 3], [3, 7], [7, 2]]>
+// CHECK-SAME{LITERAL}: source_target_pairs = dense<[[0, 1], [1, 4], [4, 5], [5, 0], [2, 3], [3, 6], [6, 7], [7, 2]]>
 // CHECK: return %[[SUM1]]
 // CHECK-NOT: @pmapc.
 module @over_z_then_x_on_2x2x2 attributes {pmapc.mesh = {axis_names = ["x", "y", "z"], axis_sizes = array<i64: 2, 2, 2>}} {
