@@ -25,40 +25,41 @@ class CombineAllReducesPass:
 
     def run(self, module: ir.Module) -> bool:
         changed = False
-        # One group at a time: combining erases ops that another group may hold as
-        # its last operand or first use (a pair of sums over the results of a pair).
-        while (group := next_group(module)) is not None:
-            combine(group)
-            changed = True
+        for candidates in candidates_by_block(module):
+            # One group at a time: combining erases ops that another group may hold as
+            # its last operand or first use (a pair of sums over the results of a pair),
+            # so the block's groups are found again after each combine. Other blocks
+            # keep theirs (positions are per block).
+            while groups := combinable_groups(candidates):
+                combine(groups[0])
+                erased = {id(op) for op in groups[0].members}
+                candidates = [c for c in candidates if id(c[0]) not in erased]
+                changed = True
         return changed
 
 
-def next_group(module: ir.Module) -> _Group | None:
-    """The first group of all_reduces that can be combined, or None."""
-    for ops in all_reduces_by_block(module):
-        groups = combinable_groups(ops)
-        if groups:
-            return groups[0]
-    return None
-
-
-def all_reduces_by_block(module: ir.Module) -> list[list[ir.Operation]]:
-    """The all_reduces of each block that holds two or more, in program order."""
-    by_block: dict[ir.Block, list[ir.Operation]] = {}
+def candidates_by_block(module: ir.Module) -> list[list[tuple[ir.Operation, tuple]]]:
+    """(all_reduce, reduction_key) of each block holding two or more that could combine,
+    in program order (one walk)."""
+    by_block: dict[ir.Block, list[tuple[ir.Operation, tuple]]] = {}
     for op in ir.ops_in_functions(module, "stablehlo.all_reduce"):
-        by_block.setdefault(op.block, []).append(op)
-    return [ops for ops in by_block.values() if len(ops) > 1]
+        key = reduction_key(op)
+        if key is not None:
+            by_block.setdefault(op.block, []).append((op, key))
+    return [candidates for candidates in by_block.values() if len(candidates) > 1]
 
 
-def reduction_key(op: ir.Operation):
-    """What must match for two all_reduces to combine, or None if `op` cannot."""
+def reduction_key(op: ir.Operation) -> tuple | None:
+    """What must match for two all_reduces to combine (groups, reducer, element type:
+    attributes and types are uniqued, so equal ones are equal keys), or None if `op`
+    cannot."""
     if len(op.operands) != 1 or "channel_handle" in op.attributes:
         return None
     reducer = [o.name for o in op.regions[0].blocks[0].operations]
     if len(reducer) != 2 or reducer[0] not in collectives.REDUCER_OPS:
         return None
-    element = str(ir.element_type_of(op.operands[0].type))
-    return str(op.attributes["replica_groups"]), tuple(reducer), element
+    element = ir.element_type_of(op.operands[0].type)
+    return op.attributes["replica_groups"], tuple(reducer), element
 
 
 # Positions in a block are ops of that block; None before the first op
@@ -106,15 +107,14 @@ class _Group:
         return _before(_later(self.last_def, last_def), _earlier(self.first_use, first_use))
 
 
-def combinable_groups(ops: list[ir.Operation]) -> list[_Group]:
+def combinable_groups(candidates: list[tuple[ir.Operation, tuple]]) -> list[_Group]:
     """Groups of 2+ all_reduces of one key (from one block) that can stand together."""
-    block = ops[0].block
+    if len(candidates) < 2:
+        return []
+    block = candidates[0][0].block
     open_groups: dict[object, _Group] = {}
     done = []
-    for op in ops:
-        key = reduction_key(op)
-        if key is None:
-            continue
+    for op, key in candidates:
         last_def = _in_block(ir.value_owner_op(op.operands[0]), block)
         first_use = None
         for user, _ in ir.uses_of(op.results[0]):
