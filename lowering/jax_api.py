@@ -62,6 +62,13 @@ def user_line(eqn) -> tuple[str, int] | None:
     return (frame.file_name, frame.start_line) if frame is not None else None
 
 
+def lowered_user_line() -> tuple[str, int] | None:
+    """(file, line) of the user's code whose equation a lowering rule is lowering now
+    (JAX sets the equation's traceback as the current source info around each rule)."""
+    frame = _source_info.user_frame(_source_info.current().traceback)
+    return (frame.file_name, frame.start_line) if frame is not None else None
+
+
 def register_lowering(primitive, rule) -> None:
     _mlir.register_lowering(primitive, rule)
 

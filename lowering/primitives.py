@@ -16,9 +16,11 @@ Autodiff and batching rules live in `lowering/map_rules.py`.
 
 from __future__ import annotations
 
+import numpy as np
+
 from pmapc import collectives, dialect, hlo, ir, shapes
 from pmapc.collectives import Collective
-from pmapc.errors import AxisError, PmapcError, SourceLoc
+from pmapc.errors import ArgumentError, AxisError, PmapcError, SourceLoc
 from pmapc.lowering import jax_api
 
 map_p = jax_api.Primitive("pmapc_map")
@@ -91,6 +93,11 @@ def _axes_of(params) -> tuple[tuple[str, ...], tuple[int, ...]]:
     names = names if isinstance(names, (tuple, list)) else (names,)
     positional = tuple(n for n in names if isinstance(n, int) and not isinstance(n, bool))
     named = tuple(dialect.axis_label(n) for n in names if n not in positional)
+    if len(set(named)) != len(named):
+        repeated = next(n for n in named if named.count(n) > 1)
+        # JAX raises a ValueError for a repeated axis; ArgumentError is one.
+        raise _at_user_line(ArgumentError(
+            f"axis '{repeated}' is named twice in {tuple(named)}; name each axis once"))
     return named, positional
 
 
@@ -98,11 +105,16 @@ def _collective_rule(collective: Collective):
     def rule(ctx, *operands, **params):
         loc, ip = ir.Location.current, ir.InsertionPoint.current
         operands = _flatten(operands)
+        if not collective.takes_bool and any(aval.dtype == np.bool_ for aval in ctx.avals_in):
+            raise _at_user_line(ArgumentError(
+                f"'{collective.kind}' does not take bool operands (JAX's reduction refuses "
+                "them too); convert to an integer type first, e.g. x.astype(jnp.int32)"))
         named, positional = _axes_of(params)
         if positional:
             if not collective.reduction:
-                raise AxisError(f"'{collective.kind}' over a positional axis {positional} is "
-                                "not supported; name the axis with pmapc.pmap or jax.vmap")
+                raise _at_user_line(AxisError(
+                    f"'{collective.kind}' over a positional axis {positional} is not "
+                    "supported; name the axis with pmapc.pmap or jax.vmap"))
             operands = [hlo.reduce_dims(v, positional, collective.reducer, loc=loc, ip=ip)
                         for v in operands]
         if not named:
@@ -113,6 +125,12 @@ def _collective_rule(collective: Collective):
         return op.results
 
     return rule
+
+
+def _at_user_line(error: PmapcError) -> PmapcError:
+    """`error` at the user's line whose equation is being lowered, if known."""
+    where = jax_api.lowered_user_line()
+    return error.at(SourceLoc(*where, 0)) if where is not None else error
 
 
 def _identity_rule(ctx, *operands, **params):

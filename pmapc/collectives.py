@@ -77,6 +77,8 @@ class Collective:
     reduction: bool = False
     # The StableHLO op that combines two values (the all_reduce / reduce_scatter region).
     reducer: str | None = None
+    # Whether JAX takes bool operands (psum_scatter's reducer is `lax.add`, which does not).
+    takes_bool: bool = True
     # Reads the parameters from the JAX primitive's; None: the ones of the same names.
     read_jax_params: JaxParamsReader | None = None
 
@@ -146,7 +148,8 @@ ALL_GATHER = Collective(
     shapes.all_gather_shape, jax_primitive="all_gather_p")
 PSUM_SCATTER = Collective(
     "psum_scatter", (Param("scatter_dimension", int), Param("tiled", bool), INDEX_GROUPS),
-    shapes.psum_scatter_shape, jax_primitive="reduce_scatter_p", reducer="stablehlo.add")
+    shapes.psum_scatter_shape, jax_primitive="reduce_scatter_p", reducer="stablehlo.add",
+    takes_bool=False)
 ALL_TO_ALL = Collective(
     "all_to_all",
     (Param("split_axis", int), Param("concat_axis", int), Param("tiled", bool), INDEX_GROUPS),

@@ -58,9 +58,10 @@ def test_axis_named_twice():
     def body(y):
         return jax.lax.psum(y, ("data", "data"))
 
+    # JAX raises a ValueError for a repeated axis; pmapc's ArgumentError is one.
     line = inspect.getsourcelines(body)[1] + 1
-    raises_at_line(pmapc.AxisError, lambda: nest(body)(X), line,
-                   "names axis 'data' twice", "name each axis once")
+    raises_at_line(ValueError, lambda: nest(body)(X), line,
+                   "axis 'data' is named twice in ('data', 'data')", "name each axis once")
 
 
 # -- mapped dimensions, in_axes and out_axes -------------------------------------
@@ -180,6 +181,14 @@ def test_unsupported_collective_is_refused_at_its_line():
     line = inspect.getsourcelines(test_unsupported_collective_is_refused_at_its_line)[1] + 2
     raises_at_line(pmapc.PmapcError, lambda: nest(body)(X), line, "'pbroadcast' is not "
                    "supported by pmapc yet", "axis_index(axis) == source")
+
+
+def test_bool_psum_scatter_is_refused_at_its_line():
+    # JAX raises a TypeError for it too (its reducer, lax.add, refuses bool).
+    body = lambda y: jax.lax.psum_scatter(y, "model", tiled=True)  # noqa: E731
+    line = inspect.getsourcelines(test_bool_psum_scatter_is_refused_at_its_line)[1] + 2
+    raises_at_line(TypeError, lambda: nest(body)(X > 0), line,
+                   "'psum_scatter' does not take bool operands", "astype(jnp.int32)")
 
 
 def test_non_array_leaf():
