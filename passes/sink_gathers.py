@@ -37,7 +37,7 @@ class SinkGathersPass:
             return False
         main = ir.functions(module)["main"]
         block = ir.function_entry_block(main)
-        returned = next(op for op in block.operations if op.name == "func.return").operation
+        returned = ir.terminator(block)
         changed = push_gathers_down(main)
         changed |= patterns.repeat_until_unchanged(lambda: sink_results(main, returned))
         if changed:
@@ -80,8 +80,9 @@ def sink_result(main, returned: ir.Operation, index: int) -> bool:
 
 def push_gathers_down(main: ir.Operation) -> bool:
     """Move every untiled gather below the elementwise ops and reductions it can pass."""
+    views = dialect.Views()
     pending = [op for op in ir.walk_custom_calls(main)
-               if dialect.collective_of(op) is collectives.ALL_GATHER]
+               if views.collective_of(op) is collectives.ALL_GATHER]
     changed = False
     while pending:
         gather = pending.pop()

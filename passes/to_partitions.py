@@ -46,6 +46,8 @@ COLLECTIVES = (
 )
 WITH_GLOBAL_DEVICE_IDS = COLLECTIVES[:3]
 DEVICE_IDS = ("stablehlo.replica_id", "stablehlo.partition_id")
+# What device_ops looks at: device ids, collectives, and custom_calls (pmapc ops left).
+_DEVICE_OPS = frozenset((*DEVICE_IDS, *COLLECTIVES, "stablehlo.custom_call"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,15 +112,15 @@ def device_ops(module: ir.Module, pass_name: str) -> tuple[list, list]:
     program (a channel handle without use_global_device_ids).
     """
     device_ids, collectives = [], []
-    for function in ir.functions(module).values():
-        for op in ir.walk(function):
-            if dialect.is_pmapc_op(op):
-                raise still_named(op, pass_name)
-            if op.name in DEVICE_IDS:
-                device_ids.append(op)
-            elif op.name in COLLECTIVES:
-                check_groups_name_devices(op, pass_name)
-                collectives.append(op)
+    for op in ir.ops_in_functions(module, _DEVICE_OPS):
+        name = op.name
+        if name in DEVICE_IDS:
+            device_ids.append(op)
+        elif name in COLLECTIVES:
+            check_groups_name_devices(op, pass_name)
+            collectives.append(op)
+        elif dialect.is_pmapc_op(op):
+            raise still_named(op, pass_name)
     return device_ids, collectives
 
 

@@ -63,7 +63,9 @@ def index_groups_from_jax(groups) -> IndexGroups | None:
     return tuple(tuple(int(index) for index in group) for group in groups)
 
 
-@dataclasses.dataclass(frozen=True)
+# eq=False: each record exists once (`ALL`), so it equals only itself and hashes by
+# identity; the passes look records up in dicts for every op they lower.
+@dataclasses.dataclass(frozen=True, eq=False)
 class Collective:
     """One collective kind: what every stage needs to know about it."""
 

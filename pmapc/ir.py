@@ -9,7 +9,7 @@ changes and nothing else.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 
 import numpy as np
 from jax.interpreters import mlir as _jax_mlir
@@ -418,18 +418,19 @@ def add_block(region: ir.Region, arg_types: Sequence[ir.Type]) -> ir.Block:
     return ir.Block.create_at_start(region, list(arg_types))
 
 
-def walk(op: ir.Operation, name: str | None = None) -> list[ir.Operation]:
+def walk(op: ir.Operation, names: str | Collection[str] | None = None) -> list[ir.Operation]:
     """Every op nested inside `op` (not `op` itself), in pre-order, collected first;
-    with `name` (e.g. "stablehlo.all_reduce"), only the ops of that name.
+    with `names` (e.g. "stablehlo.all_reduce", or a set of names), only those ops.
 
     The walk is MLIR's, but each visit costs a microsecond or two in Python
     (filtering by the binding's op classes costs more than comparing names),
     so passes walk once and keep what they need.
     """
+    wanted = {names} if isinstance(names, str) else names
     found: list[ir.Operation] = []
 
     def visit(nested: ir.Operation) -> ir.WalkResult:
-        if name is None or nested.name == name:
+        if wanted is None or nested.name in wanted:
             found.append(nested)
         return ir.WalkResult.ADVANCE
 
@@ -704,6 +705,7 @@ def _shardings_attr(mesh: str, splits: Sequence[Sequence[Sequence[str]]]) -> ir.
     return ir.Attribute.parse(f"#sdy.sharding_per_value<[{values}]>")
 
 
-def ops_in_functions(module: ir.Module, name: str) -> list[ir.Operation]:
-    """The ops named `name` in every function of `module`, in order."""
-    return [op for function in functions(module).values() for op in walk(function, name)]
+def ops_in_functions(module: ir.Module, names: str | Collection[str]) -> list[ir.Operation]:
+    """The ops named `names` (one name or several) in every function of `module`, in
+    order."""
+    return [op for function in functions(module).values() for op in walk(function, names)]
