@@ -230,8 +230,33 @@ new_eqn_recipe = _pe.new_eqn_recipe
 
 def backward_pass(closed: ClosedJaxpr, primals, cotangents) -> list:
     """Cotangents of `closed`'s inputs (Zero where none); `primals` holds
-    UndefinedPrimal for the linear inputs."""
-    return _ad.backward_pass(closed.jaxpr, False, closed.consts, primals, cotangents)
+    UndefinedPrimal for the linear inputs.
+
+    A map body's `all_to_all` transposes by `_all_to_all_transpose` here (see it).
+    """
+    rules = _ad.primitive_transposes
+    previous = rules[_parallel.all_to_all_p]
+    rules[_parallel.all_to_all_p] = _all_to_all_transpose
+    try:
+        return _ad.backward_pass(closed.jaxpr, False, closed.consts, primals, cotangents)
+    finally:
+        rules[_parallel.all_to_all_p] = previous
+
+
+def _all_to_all_transpose(cts, x, *, axis_name, split_axis, concat_axis, axis_index_groups,
+                          tiled):
+    """The primitive with split and concat swapped: `all_to_all_p` always splits and
+    concatenates in place (an untiled call adds and drops unit dimensions around it).
+
+    JAX 0.10's own rule calls the user-level `all_to_all`, which for an untiled one
+    whose split and concat axes differ adds unit dimensions to the cotangent again
+    and fails its type check (shard_map fails the same way); JAX 0.4.30 computed the
+    values pmapc gets here.
+    """
+    del x
+    return (_parallel.all_to_all_p.bind(
+        cts, axis_name=axis_name, split_axis=concat_axis, concat_axis=split_axis,
+        axis_index_groups=axis_index_groups, tiled=tiled),)
 
 
 def axis_env(axis_name, axis_size):

@@ -125,7 +125,7 @@ def innermost(family: str, mesh_name: str, axes, op: Op, dtype: str = "f32",
 
     return Program(program_name(family, op.kind, mesh_name, axes, op.variant, dtype, mode),
                    lambda pmap: nest(pmap, body, mesh), drawn(dtype, sizes(mesh) + op.block),
-                   mode)
+                   mode, jax_gradient_wrong=op.jax_gradient_wrong and mode == "grad")
 
 
 def in_outer_body(mesh_name: str, level: int, axes, op: Op, mode: str = "value") -> Program:
@@ -146,7 +146,8 @@ def in_outer_body(mesh_name: str, level: int, axes, op: Op, mode: str = "value")
 
     where = f"{mesh_name}/body={','.join(names(outer))}"
     return Program(program_name("outer", op.kind, where, axes, op.variant, "f32", mode),
-                   build, drawn("f32", (*sizes(mesh), rows)), mode)
+                   build, drawn("f32", (*sizes(mesh), rows)), mode,
+                   jax_gradient_wrong=op.jax_gradient_wrong and mode == "grad")
 
 
 # ----------------------------------------------------------------------------

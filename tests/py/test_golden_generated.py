@@ -14,7 +14,9 @@ from __future__ import annotations
 import builtins
 import pathlib
 
+import jax
 import jax.numpy as jnp
+import jax.test_util
 import numpy as np
 import pytest
 from golden_generated import PROGRAMS
@@ -75,4 +77,10 @@ def test_pmapc_matches_jax_0_4_30(program: Program, goldens: dict[str, Recorded]
                 if not key.startswith("input")}
     assert sorted(actual) == sorted(expected), "evaluate returned other arrays than recorded"
     for key, want in expected.items():
+        if program.jax_gradient_wrong and key.startswith("grad"):
+            continue  # JAX 0.4.30's is wrong; checked numerically below
         assert_same_array(np.asarray(actual[key]), want, f"{program.name}/{key}")
+    if program.jax_gradient_wrong:
+        fun = program.build(pmapc.pmap)
+        jax.test_util.check_grads(fun, tuple(jnp.asarray(x) for x in inputs), order=1,
+                                  modes=["rev"], atol=1e-2, rtol=1e-2)

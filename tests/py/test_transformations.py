@@ -307,3 +307,28 @@ def test_weak_types_survive_the_map():
 
     assert then_bf16(g)(2.0).dtype == jnp.bfloat16
     assert_tree_equal(then_bf16(f)(2.0), then_bf16(g)(2.0))
+
+
+@pytest.mark.parametrize("split, concat", [(0, 1), (1, 0), (0, 0)])
+def test_gradient_of_an_untiled_all_to_all_against_numpy(split, concat):
+    """JAX 0.10's transpose of an untiled all_to_all with split != concat fails its
+    cotangent check (JAX 0.4.30 returns a wrong gradient); pmapc's is the inverse
+    exchange. all_to_all is a permutation, so the gradient of sum(f(x) * w) is w
+    sent back: checked against the permutation written in numpy."""
+    n = 4
+    f = pmapc.pmap(lambda v: lax.all_to_all(v, "i", split, concat, tiled=False), "i")
+    shape = (n, n, 3) if split == 0 else (n, 3, n)
+    x = np.random.default_rng(0).normal(size=shape).astype(np.float32)
+    # out[d] = stack over sources j of x[j] taken at index d along `split`, at `concat`.
+    expected = np.stack([np.stack([np.take(x[j], d, axis=split) for j in range(n)],
+                                  axis=concat) for d in range(n)])
+    np.testing.assert_array_equal(np.asarray(f(x)), expected)
+    w = np.random.default_rng(1).normal(size=expected.shape).astype(np.float32)
+    grad = np.asarray(jax.grad(lambda v: (f(v) * w).sum())(x))
+    want = np.zeros_like(x)  # x[j] at d along split went to out[d] at j along concat
+    for d in range(n):
+        for j in range(n):
+            index = [slice(None)] * (x.ndim - 1)
+            index[split] = d
+            want[j][tuple(index)] = np.take(w[d], j, axis=concat)
+    np.testing.assert_allclose(grad, want, rtol=1e-6)
