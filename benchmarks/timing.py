@@ -9,6 +9,7 @@ deadlocking, which they do when dozens of collective programs are queued.
 from __future__ import annotations
 
 import dataclasses
+import random
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -65,13 +66,22 @@ class Interleaved:
 
 def interleave(calls: dict[str, tuple[Callable, Sequence]], warmup: int,
                rounds: int) -> Interleaved:
-    """Run every (function, args) once per round, in the given order; drop the warm-ups."""
+    """Run every (function, args) once per round, in a shuffled order; drop the warm-ups.
+
+    On 2 cores a call's time depends on where it stands: first in a round, or
+    right after a given other program, it starts while the devices' threads of
+    the previous call wind down. A fixed order would charge that to one program;
+    a new order every round (the same sequence on every run) spreads it evenly.
+    """
+    names = list(calls)
+    shuffler = random.Random(0)
     kept = []
     for index in range(warmup + rounds):
-        row = {name: timed_call(function, args) for name, (function, args) in calls.items()}
+        order = shuffler.sample(names, len(names))
+        row = {name: timed_call(*calls[name]) for name in order}
         if index >= warmup:
-            kept.append(row)
-    return Interleaved(list(calls), kept)
+            kept.append({name: row[name] for name in names})
+    return Interleaved(names, kept)
 
 
 def seconds(function: Callable, *args) -> tuple[float, object]:
