@@ -18,6 +18,7 @@ from jax._src import core as _core
 from jax._src import dispatch as _dispatch
 from jax._src import pjit as _pjit
 from jax._src import source_info_util as _source_info
+from jax._src.array import ArrayImpl as _ArrayImpl
 from jax._src.interpreters import ad as _ad
 from jax._src.interpreters import batching as _batching
 from jax._src.interpreters import mlir as _mlir
@@ -111,6 +112,12 @@ def is_weakly_typed(value) -> bool:
 
 def is_tracer(value) -> bool:
     return isinstance(value, Tracer)
+
+
+def is_concrete_array(value) -> bool:
+    """Whether `value` is one concrete `jax.Array` (cheaper than isinstance with
+    `jax.Array`, which also admits tracers)."""
+    return type(value) is _ArrayImpl
 
 
 def hide_from_locations(*modules) -> None:

@@ -175,6 +175,25 @@ def test_same_buffer_donated_twice():
     raises_at_line(pmapc.ArgumentError, lambda: f(X, X), line, "donated twice")
 
 
+@pytest.mark.parametrize(
+    ("settings", "good", "bad", "error_type", "keyword"),
+    [({}, (X,), ("hello",), pmapc.ArgumentError, "args[0] is a str"),
+     ({"static_broadcasted_argnums": 1}, (X, 2), (X, [1, 2]), pmapc.ArgumentError,
+      "must be hashable"),
+     ({"donate_argnums": (0, 1)}, None, (X, X), pmapc.ArgumentError, "donated twice")],
+    ids=["non-array", "unhashable-static", "donated-twice"],
+)
+def test_a_warm_call_refuses_what_a_first_call_refuses(settings, good, bad, error_type,
+                                                        keyword):
+    """After calls that went straight to the compiled map, more than MAX_IN_FLIGHT of
+    them, a bad call still gets pmapc's error at its line."""
+    f = pmapc.pmap(lambda a, b=1.0: a + b, axis_name="data", **settings)
+    for _ in range(6):
+        f(*(good if good is not None else (np.ones_like(X), np.ones_like(X))))
+    line = next_line()
+    raises_at_line(error_type, lambda: f(*bad), line, keyword)
+
+
 def test_unsupported_collective_is_refused_at_its_line():
     # pbroadcast is a real collective in JAX 0.10, not a marker: never an identity.
     body = lambda y: jax.lax.pbroadcast(y, ("model",), 2)  # noqa: E731
