@@ -16,9 +16,9 @@ import pmapc
 def step(x):
     @partial(pmapc.pmap, axis_name="model")
     def columns(y):
-        # CHECK: 1  all_reduce  model       2 x 4   1        48 B  48 B      48 B     {{.*}}trace-emit-plan.py:[[# @LINE + 1]]
+        # CHECK: 1  all_reduce  model  2 x 4  1  48 B  48 B  48 B  {{.*}}-plan.py:[[# @LINE + 1]]
         return jax.lax.psum(y, "model") + jax.lax.psum(y, ("data", "model"))
-        # CHECK-NEXT: 2  all_reduce  data,model  1 x 8   1        56 B  56 B      56 B     {{.*}}trace-emit-plan.py:[[# @LINE - 1]]
+        # CHECK-NEXT: 2  all_reduce  data,model  1 x 8  1  56 B  56 B  56 B  {{.*}}:[[# @LINE - 1]]
 
     return columns(x)
 
