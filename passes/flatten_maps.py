@@ -52,6 +52,9 @@ class FlattenMapsPass:
         return True
 
 
+NOT_RENAMED = object()  # a collective whose axis names are already its mesh axes
+
+
 class _Flattener:
     def __init__(self, module: ir.Module, nesting: Nesting, layout: Layout, split_entry: bool,
                  views: dialect.Views):
@@ -67,8 +70,8 @@ class _Flattener:
         self.split_args: dict[ir.Value, tuple[int, tuple[str, ...]]] = {}
         self.result_splits: dict[int, tuple[int, tuple[str, ...]]] = {}
         self.inline_memo: dict[str, bool] = {}
-        # (backend_config, scope) -> the config naming mesh axes, None if unchanged.
-        self.resolved: dict[tuple, ir.Attribute | None] = {}
+        # (target, backend_config, scope) -> the config naming mesh axes, or NOT_RENAMED.
+        self.resolved: dict[tuple, object] = {}
         # Functions called by func.calls that stay (they hold no maps or collectives).
         self.kept_callees: set[str] = set()
         self.remaining = self.inlinings()
@@ -106,16 +109,20 @@ class _Flattener:
                 self.worklist.append((op, scope))
 
     def resolve_axes(self, op: ir.Operation, scope: Chain) -> None:
-        view = self.views.collective(op)
-        key = (view.config, scope)
-        if key not in self.resolved:
-            self.resolved[key] = self.mesh_axes_config(view, scope)
-        if self.resolved[key] is not None:
-            op.attributes["backend_config"] = self.resolved[key]
+        attributes = op.attributes
+        key = (attributes["call_target_name"], attributes["backend_config"], scope) if (
+            "backend_config" in attributes) else None
+        resolved = self.resolved.get(key) if key is not None else None
+        if resolved is None:
+            resolved = self.mesh_axes_config(self.views.collective(op), scope)
+            if key is not None:
+                self.resolved[key] = resolved
+        if resolved is not NOT_RENAMED:
+            attributes["backend_config"] = resolved
 
-    def mesh_axes_config(self, view: dialect.CollectiveView, scope: Chain) -> ir.Attribute | None:
-        """The config of `view` naming the mesh axes its axes resolve to in `scope`; None
-        when they are the same names."""
+    def mesh_axes_config(self, view: dialect.CollectiveView, scope: Chain):
+        """The config of `view` naming the mesh axes its axes resolve to in `scope`;
+        NOT_RENAMED when they are the same names."""
         mesh_axes: list[str] = []
         for axis in view.axes:
             position = Nesting.resolve(scope, axis)
@@ -124,7 +131,7 @@ class _Flattener:
                     axis, Nesting.bound_names(scope)), Category.AXIS)
             mesh_axes.extend(self.mesh_axes(scope[:position + 1]))
         if tuple(mesh_axes) == view.axes:
-            return None
+            return NOT_RENAMED
         return dialect.with_collective_axes(view.config, mesh_axes)
 
     def mesh_axes(self, chain: Chain) -> tuple[str, ...]:

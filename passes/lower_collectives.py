@@ -45,8 +45,14 @@ class LowerCollectivesPass:
 
     def run(self, module: ir.Module) -> bool:
         views = dialect.Views()
-        ops = [op for op in ir.ops_in_functions(module, dialect.CUSTOM_CALL)
-               if views.is_pmapc_op(op)]
+        ops = []
+        for op in ir.ops_in_functions(module, dialect.CUSTOM_CALL):
+            target = views.target(op)
+            if target == dialect.MAP_TARGET:
+                raise dialect.error_at(op, "'pmapc.map' is still here; run flatten-maps "
+                                       "before lower-collectives")
+            if dialect.is_pmapc_target(target):
+                ops.append(op)
         lowering = Lowering(dialect.mesh_of(module), views)
         for op in ops:
             lowering.lower(op)
@@ -71,9 +77,6 @@ class Lowering:
         self.templates: dict[tuple, ir.Operation] = {}
 
     def lower(self, op: ir.Operation) -> None:
-        if self.views.is_map(op):
-            raise dialect.error_at(op, "'pmapc.map' is still here; run flatten-maps before "
-                                   "lower-collectives")
         view = self.views.collective(op)
         if (view.kind, view.config) not in self.checked:
             self.check_axes(view)

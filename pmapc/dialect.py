@@ -114,42 +114,43 @@ class Views:
 
     def collective(self, op: ir.Operation) -> CollectiveView:
         """`read_collective(op)`."""
-        key = _schema_key(op, "call_target_name", "backend_config")
-        parsed = self._collectives.get(key) if key is not None else None
+        attributes = op.attributes
+        try:
+            key = (attributes["call_target_name"], attributes["backend_config"])
+        except KeyError:
+            return read_collective(op)  # the error that says what is missing
+        parsed = self._collectives.get(key)
         if parsed is not None:
             return CollectiveView(op, *parsed)
         view = read_collective(op)
-        if key is not None:
-            self._collectives[key] = (view.collective, view.axes, view.params, view.config)
+        self._collectives[key] = (view.collective, view.axes, view.params, view.config)
         return view
 
     def map(self, op: ir.Operation) -> MapView:
         """`read_map(op)`."""
-        key = _schema_key(op, "backend_config", "called_computations")
-        parsed = self._maps.get(key) if key is not None else None
+        attributes = op.attributes
+        try:
+            key = (attributes["backend_config"], attributes["called_computations"])
+        except KeyError:
+            return read_map(op)  # the error that says what is missing
+        parsed = self._maps.get(key)
         if parsed is not None:
             return MapView(op, *parsed)
         view = read_map(op)
-        if key is not None:
-            self._maps[key] = (view.axis_name, view.axis_size, view.in_axes, view.out_axes,
-                               view.callee)
+        self._maps[key] = (view.axis_name, view.axis_size, view.in_axes, view.out_axes,
+                           view.callee)
         return view
-
-
-def _schema_key(op: ir.Operation, *names: str) -> tuple | None:
-    """The attributes `names` of `op`, or None when one is missing."""
-    attributes = op.attributes
-    try:
-        return tuple(attributes[name] for name in names)
-    except KeyError:
-        return None
 
 
 # ----------------------------------------------------------------------------
 # Maps
 
 
-@dataclasses.dataclass(frozen=True)
+# Views are read-only records, but not frozen dataclasses: passes make one per op
+# they read, and a frozen one costs four times as much to make.
+
+
+@dataclasses.dataclass
 class MapView:
     """A parsed `@pmapc.map`; an `in_axes`/`out_axes` entry of None is unmapped."""
 
@@ -231,7 +232,7 @@ def _axes_list_attr(axes: Sequence[int | None]) -> ir.Attribute:
 # Collectives
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass
 class CollectiveView:
     """A parsed `@pmapc.<kind>` collective. `config` is the backend_config it was read
     from: collectives of one kind with equal configs have equal axes and parameters."""
