@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from pmapc import ir
 from pmapc.errors import Diagnostic, DiagnosticError, PipelineError
 from pmapc.passes import DEFAULT_TARGET, PASSES, TARGETS, Pass
-from pmapc.passes.base import from_options
+from pmapc.passes.base import Analyses, from_options, run_pass
 from pmapc.passes.combine_all_reduces import CombineAllReducesPass
 from pmapc.passes.flatten_maps import FlattenMapsPass
 from pmapc.passes.fold_gather_slice import FoldGatherSlicePass
@@ -128,6 +128,7 @@ def run_passes(module: ir.Module, passes: Sequence[Pass], after_pass: AfterPass 
                verify_each: bool = True) -> bool:
     """Run `passes` in order; whether any of them changed the IR.
 
+    Passes share analyses until one changes the IR (passes/base.py: Analyses).
     With `verify_each` (mlir-opt's `--verify-each`, its default) the IR is
     verified after each pass that changed it, and a pass that leaves invalid
     IR is named with the passes before it (a compiler bug). Without, nothing
@@ -135,10 +136,13 @@ def run_passes(module: ir.Module, passes: Sequence[Pass], after_pass: AfterPass 
     """
     done: list[str] = []
     changed_any = False
+    analyses = Analyses()
     for pass_ in passes:
         with ir.building(module):
-            changed = pass_.run(module)
+            changed = run_pass(pass_, module, analyses)
         changed_any |= changed
+        if changed:
+            analyses.invalidate()
         if verify_each and changed:
             verify_after(module, pass_.name, done)
         done.append(pass_.name)

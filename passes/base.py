@@ -1,16 +1,21 @@
 """What every pass is: a frozen dataclass with a `name` and `run(module) -> bool`.
 
 Options are the dataclass's typed fields; `from_options` builds a pass from
-the `{key=value ...}` text of a pipeline string.
+the `{key=value ...}` text of a pipeline string. A pass that shares analyses
+with the passes around it sets `uses_analyses` and takes them as `run`'s
+second argument.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import ClassVar, Protocol
+from collections.abc import Callable
+from typing import ClassVar, Protocol, TypeVar
 
 from pmapc import ir
 from pmapc.errors import PipelineError
+
+Result = TypeVar("Result")
 
 
 class Pass(Protocol):
@@ -19,6 +24,35 @@ class Pass(Protocol):
     def run(self, module: ir.Module) -> bool:
         """Rewrite `module` in place; return whether anything changed."""
         ...
+
+
+class Analyses:
+    """What the passes of one run learned about the module, shared while it holds
+    (MLIR's analysis manager, simplified): an analysis is a function of the module;
+    its result is kept until a pass changes the IR (`run_passes` then drops them)."""
+
+    def __init__(self) -> None:
+        self._results: dict[Callable, object] = {}
+
+    def get(self, analysis: Callable[[ir.Module], Result], module: ir.Module) -> Result:
+        """`analysis(module)`, computed once while the IR stays as it is."""
+        if analysis not in self._results:
+            self._results[analysis] = analysis(module)
+        return self._results[analysis]
+
+    def keep(self, analysis: Callable[[ir.Module], Result], result: Result) -> None:
+        """Remember `result` as `analysis(module)` (a pass computed it on the way)."""
+        self._results[analysis] = result
+
+    def invalidate(self) -> None:
+        self._results.clear()
+
+
+def run_pass(pass_, module: ir.Module, analyses: Analyses) -> bool:
+    """Run one pass, handing it the shared analyses if it uses them."""
+    if getattr(pass_, "uses_analyses", False):
+        return pass_.run(module, analyses)
+    return pass_.run(module)
 
 
 def summary(pass_class: type) -> str:

@@ -31,6 +31,7 @@ from typing import ClassVar
 from pmapc import collectives, dialect, hlo, ir
 from pmapc.errors import Category
 from pmapc.layout import Chain, Layout
+from pmapc.passes.base import Analyses
 from pmapc.passes.nesting import Nesting, analyze
 from pmapc.passes.verify_axes import unbound_axis_message
 
@@ -42,10 +43,12 @@ class FlattenMapsPass:
     name: ClassVar[str] = "flatten-maps"
     # Pass @main's mapped arguments and results split over the mesh (else replicated).
     split_entry: bool = True
+    # The nesting analysis, as verify-axes found it if it ran just before.
+    uses_analyses: ClassVar[bool] = True
 
-    def run(self, module: ir.Module) -> bool:
+    def run(self, module: ir.Module, analyses: Analyses | None = None) -> bool:
         views = dialect.Views()
-        nesting = analyze(module, views=views)
+        nesting = analyses.get(analyze, module) if analyses is not None else analyze(module)
         layout = nesting.layout()
         _Flattener(module, nesting, layout, self.split_entry, views).run()
         dialect.write_mesh(module, layout.mesh)

@@ -15,6 +15,7 @@ from typing import ClassVar
 from pmapc import collectives, dialect, ir, shapes
 from pmapc.errors import Category, DiagnosticError, ShapeError
 from pmapc.layout import Chain
+from pmapc.passes.base import Analyses
 from pmapc.passes.nesting import Nesting, analyze
 
 
@@ -23,8 +24,10 @@ class VerifyAxesPass:
     """Check that maps and named-axis collectives are well formed and their axes bound."""
 
     name: ClassVar[str] = "verify-axes"
+    # The nesting analysis it walks the program for is flatten-maps' too.
+    uses_analyses: ClassVar[bool] = True
 
-    def run(self, module: ir.Module) -> bool:
+    def run(self, module: ir.Module, analyses: Analyses | None = None) -> bool:
         errors = []
         views = dialect.Views()
         functions = ir.functions(module)
@@ -39,9 +42,11 @@ class VerifyAxesPass:
             except DiagnosticError as error:
                 errors.extend(error.diagnostics)
 
-        analyze(module, visit, views)
+        nesting = analyze(module, visit, views)
         if errors:
             raise DiagnosticError(errors)
+        if analyses is not None:
+            analyses.keep(analyze, nesting)
         return False
 
 

@@ -11,7 +11,9 @@ from pmapc import ir
 from pmapc.compiler import driver
 from pmapc.compiler.pipeline import default_pipeline, run_passes
 from pmapc.errors import DiagnosticError
+from pmapc.passes.base import Analyses
 from pmapc.passes.flatten_maps import FlattenMapsPass
+from pmapc.passes.nesting import analyze
 from pmapc.passes.simplify import SimplifyPass
 from pmapc.passes.verify_axes import VerifyAxesPass
 from pmapc.tools.main import main
@@ -34,6 +36,20 @@ class BreakResultTypePass:
 
 
 BROKEN = (VerifyAxesPass(), FlattenMapsPass(), BreakResultTypePass(), SimplifyPass())
+
+
+@dataclasses.dataclass(frozen=True)
+class AskForAnalysisPass:
+    """Ask the shared analyses for `analysis`; say the IR changed if `changes`."""
+
+    name: ClassVar[str] = "ask-for-analysis"
+    uses_analyses: ClassVar[bool] = True
+    analysis: object
+    changes: bool = False
+
+    def run(self, module: ir.Module, analyses) -> bool:
+        analyses.get(self.analysis, module)
+        return self.changes
 
 
 def example_module() -> ir.Module:
@@ -80,3 +96,27 @@ def test_opt_output_does_not_depend_on_verify_each(flag, capsys):
     expected = capsys.readouterr().out
     assert main(["opt", str(EXAMPLE_IR), "--pmapc-to-stablehlo", flag]) == 0
     assert capsys.readouterr().out == expected
+
+
+def test_passes_share_an_analysis_until_one_changes_the_ir():
+    computed = []
+
+    def analysis(module):
+        computed.append(module)
+        return len(computed)
+
+    ask, ask_and_change = AskForAnalysisPass(analysis), AskForAnalysisPass(analysis, True)
+    run_passes(example_module(), [ask, ask, ask_and_change, ask, ask], verify_each=False)
+    assert len(computed) == 2  # once at the start, once after the pass that changed it
+
+
+def test_flatten_maps_on_the_nesting_verify_axes_kept_flattens_the_same():
+    shared, alone = example_module(), example_module()
+    analyses = Analyses()
+    with ir.building(shared):
+        VerifyAxesPass().run(shared, analyses)
+        assert analyses.get(analyze, shared).chains == analyze(alone).chains
+        FlattenMapsPass().run(shared, analyses)
+    with ir.building(alone):
+        FlattenMapsPass().run(alone)
+    assert ir.print_module(shared, debug_info=True) == ir.print_module(alone, debug_info=True)
