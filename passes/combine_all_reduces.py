@@ -53,13 +53,16 @@ def reduction_key(op: ir.Operation) -> tuple | None:
     """What must match for two all_reduces to combine (groups, reducer, element type:
     attributes and types are uniqued, so equal ones are equal keys), or None if `op`
     cannot."""
-    if len(op.operands) != 1 or "channel_handle" in op.attributes:
+    attributes = op.attributes
+    if len(op.operands) != 1 or "channel_handle" in attributes:
         return None
-    reducer = [o.name for o in op.regions[0].blocks[0].operations]
-    if len(reducer) != 2 or reducer[0] not in collectives.REDUCER_OPS:
+    body = op.regions[0].blocks[0].operations
+    if len(body) != 2:
         return None
-    element = ir.element_type_of(op.operands[0].type)
-    return op.attributes["replica_groups"], tuple(reducer), element
+    reducer = body[0].name
+    if reducer not in collectives.REDUCER_OPS:
+        return None
+    return attributes["replica_groups"], reducer, ir.element_type_of(op.result.type)
 
 
 # Positions in a block are ops of that block; None before the first op
