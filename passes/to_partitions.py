@@ -69,10 +69,11 @@ class ToPartitionsPass:
             changed |= replace_device_id(op, "stablehlo.partition_id")
         singles = [single for op in collectives for single in split_all_reduce(op)]
         changed |= len(singles) != len(collectives)
+        global_ids = ir.unit_attr()
         for handle, op in enumerate(singles, start=self.first_channel):
             changed |= set_attribute(op, CHANNEL_HANDLE, ir.channel_handle_attr(handle))
             if op.name in WITH_GLOBAL_DEVICE_IDS:
-                changed |= set_attribute(op, GLOBAL_DEVICE_IDS, ir.unit_attr())
+                changed |= set_attribute(op, GLOBAL_DEVICE_IDS, global_ids)
         changed |= set_device_counts(module, replicas=1, partitions=device_count(module))
         return changed
 
@@ -80,9 +81,9 @@ class ToPartitionsPass:
 def split_all_reduce(op: ir.Operation) -> list[ir.Operation]:
     """A variadic all_reduce as one all_reduce per operand, with its reducer and
     attributes; any other collective as it is."""
-    operands = list(op.operands)
-    if op.name != "stablehlo.all_reduce" or len(operands) < 2:
+    if op.name != "stablehlo.all_reduce" or len(op.operands) < 2:
         return [op]
+    operands = list(op.operands)
     ip, attributes = ir.InsertionPoint(op), op.attributes
     first = ir.create_op(op.name, operands[:1], [operands[0].type],
                          {key: attributes[key] for key in attributes},
