@@ -32,7 +32,7 @@ from pmapc import collectives, dialect, hlo, ir
 from pmapc.errors import Category
 from pmapc.layout import Chain, Layout
 from pmapc.passes.base import Analyses
-from pmapc.passes.nesting import Nesting, analyze
+from pmapc.passes.nesting import Inlining, Nesting, analyze
 from pmapc.passes.verify_axes import unbound_axis_message
 
 
@@ -66,23 +66,19 @@ class _Flattener:
         self.views = views
         self.functions = ir.functions(module)
         self.main = self.functions["main"]
-        # Each function's (custom_calls, func.calls), as the analysis walked them.
-        self.contents = dict(nesting.contents)
+        self.calls = Inlining(self.functions, nesting.contents, views)
+        self.remaining = collections.Counter(self.calls.counts)  # inlinings still to come
         self.worklist: collections.deque[tuple[ir.Operation, Chain]] = collections.deque()
         # Entry arguments and results passed split: (dimension, mesh axes).
         self.split_args: dict[ir.Value, tuple[int, tuple[str, ...]]] = {}
         self.result_splits: dict[int, tuple[int, tuple[str, ...]]] = {}
-        self.inline_memo: dict[str, bool] = {}
         # (target, backend_config, scope) -> the config naming mesh axes, or NOT_RENAMED.
         self.resolved: dict[tuple, object] = {}
-        # Functions called by func.calls that stay (they hold no maps or collectives).
-        self.kept_callees: set[str] = set()
-        self.remaining = self.inlinings()
 
     def run(self) -> None:
         if self.split_entry:
             self.split_entry_arguments()
-        self.scan(*self.contents_of("main"), scope=())
+        self.scan(*self.calls.contents_of("main"), scope=())
         while self.worklist:
             op, scope = self.worklist.popleft()
             if self.views.is_map(op):
@@ -94,11 +90,6 @@ class _Flattener:
 
     # -- scanning ------------------------------------------------------------
 
-    def contents_of(self, name: str) -> tuple[list, list]:
-        if name not in self.contents:
-            self.contents[name] = ir.walk_custom_calls_and_calls(self.functions[name])
-        return self.contents[name]
-
     def scan(self, custom_calls: list, calls: list, scope: Chain) -> None:
         """Queue the maps and calls of a body and resolve its collectives' axes."""
         for op in custom_calls:
@@ -108,7 +99,7 @@ class _Flattener:
             elif dialect.is_pmapc_target(target):
                 self.resolve_axes(op, scope)
         for op in calls:
-            if self.needs_inlining(ir.callee_of(op)):
+            if self.calls.inlines(ir.callee_of(op)):
                 self.worklist.append((op, scope))
 
     def resolve_axes(self, op: ir.Operation, scope: Chain) -> None:
@@ -140,51 +131,6 @@ class _Flattener:
     def mesh_axes(self, chain: Chain) -> tuple[str, ...]:
         """The mesh axes bound by the innermost map of `chain`."""
         return self.layout.axes_of([size for _, size in chain])
-
-    def needs_inlining(self, name: str) -> bool:
-        """Whether function `name` holds maps or collectives, directly or through calls."""
-        if name not in self.inline_memo:
-            self.inline_memo[name] = False
-            custom_calls, calls = self.contents_of(name) if name in self.functions else ([], [])
-            self.inline_memo[name] = (
-                any(self.views.is_pmapc_op(op) for op in custom_calls)
-                or any(self.needs_inlining(ir.callee_of(op)) for op in calls)
-            )
-        return self.inline_memo[name]
-
-    def inlined_callees(self, name: str) -> list[str]:
-        """The functions whose bodies the maps and calls in function `name` inline."""
-        custom_calls, calls = self.contents_of(name)
-        callees = [self.views.map(op).callee for op in custom_calls if self.views.is_map(op)]
-        callees.extend(callee for callee in map(ir.callee_of, calls)
-                       if self.needs_inlining(callee))
-        return callees
-
-    def inlinings(self) -> collections.Counter:
-        """How many times each function's body will be inlined: once per map or call
-        of it, times the inlinings of the function that holds that map or call.
-
-        Every function counted ends up in @main, so the callees of its func.calls
-        that stay are `kept_callees`."""
-        order: list[str] = []
-        seen: set[str] = set()
-
-        def visit(name: str) -> None:  # callers after callees (the call graph is acyclic)
-            seen.add(name)
-            calls = self.contents_of(name)[1]
-            self.kept_callees.update(callee for callee in map(ir.callee_of, calls)
-                                     if not self.needs_inlining(callee))
-            for callee in self.inlined_callees(name):
-                if callee not in seen:
-                    visit(callee)
-            order.append(name)
-
-        visit("main")
-        counts = collections.Counter({"main": 1})
-        for name in reversed(order):
-            for callee in self.inlined_callees(name):
-                counts[callee] += counts[name]
-        return counts
 
     # -- inlining ------------------------------------------------------------
 
@@ -218,10 +164,10 @@ class _Flattener:
         body's maps, calls and collectives are scanned in `scope` first.
         """
         self.remaining[name] -= 1
-        last = self.remaining[name] == 0 and name not in self.kept_callees
+        last = self.remaining[name] == 0 and name not in self.calls.kept_callees
         if last:
             function = self.functions.pop(name)
-            contents = self.contents_of(name)
+            contents = self.calls.contents_of(name)
         else:
             function = ir.detached_clone(self.functions[name])
             contents = ir.walk_custom_calls_and_calls(function)
@@ -334,13 +280,13 @@ class _Flattener:
         The func.calls left are those that stay (`kept_callees`); the calls in the
         functions they reach are as the analysis found them.
         """
-        reachable, pending = {"main"}, list(self.kept_callees)
+        reachable, pending = {"main"}, list(self.calls.kept_callees)
         while pending:
             name = pending.pop()
             if name in reachable or name not in self.functions:
                 continue
             reachable.add(name)
-            pending.extend(ir.callee_of(op) for op in self.contents_of(name)[1])
+            pending.extend(ir.callee_of(op) for op in self.calls.contents_of(name)[1])
         for name, function in self.functions.items():
             if name not in reachable:
                 function.erase()

@@ -1,4 +1,5 @@
-"""Nesting analysis: which map binds which axis, and where its devices are.
+"""Nesting analysis: which map binds which axis, and where its devices are; and
+which function bodies flattening inlines, how often (`Inlining`).
 
 Walks the call graph from `@main`. Code runs in a scope: the chain of maps
 around it, outermost first (`@main` in the empty one, a map's body in the
@@ -14,6 +15,7 @@ over the devices it leaves over.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 from collections.abc import Callable
 
@@ -150,3 +152,67 @@ class _Walker:
             )
         self.nesting.factors = factors
         self.nesting.chains.append(chain)
+
+
+class Inlining:
+    """Which function bodies flattening a nest inlines into @main, and how often.
+
+    A map always inlines its body; a func.call inlines its callee when that holds
+    maps or collectives, directly or through calls, and otherwise stays (its
+    callee is then `kept_callees`). `counts` says how many times each body is
+    inlined: once per map or call of it, times the inlinings of the function that
+    holds that map or call. `contents` are the functions' custom_calls and
+    func.calls as `analyze` walked them (others are walked when first needed).
+    """
+
+    def __init__(self, functions: dict[str, ir.Operation],
+                 contents: dict[str, tuple[list, list]], views: dialect.Views):
+        self.functions = functions
+        self.contents = dict(contents)
+        self.views = views
+        self._inlines: dict[str, bool] = {}
+        self.kept_callees: set[str] = set()
+        self.counts = self._count()
+
+    def contents_of(self, name: str) -> tuple[list, list]:
+        """Function `name`'s (custom_calls, func.calls), in pre-order."""
+        if name not in self.contents:
+            self.contents[name] = ir.walk_custom_calls_and_calls(self.functions[name])
+        return self.contents[name]
+
+    def inlines(self, name: str) -> bool:
+        """Whether a func.call of function `name` is inlined."""
+        if name not in self._inlines:
+            self._inlines[name] = False  # a recursive call holds nothing more
+            custom_calls, calls = self.contents_of(name) if name in self.functions else ([], [])
+            self._inlines[name] = (any(self.views.is_pmapc_op(op) for op in custom_calls)
+                                   or any(self.inlines(ir.callee_of(op)) for op in calls))
+        return self._inlines[name]
+
+    def inlined_callees(self, name: str) -> list[str]:
+        """The functions whose bodies the maps and calls in function `name` inline."""
+        custom_calls, calls = self.contents_of(name)
+        callees = [self.views.map(op).callee for op in custom_calls if self.views.is_map(op)]
+        callees.extend(callee for callee in map(ir.callee_of, calls) if self.inlines(callee))
+        return callees
+
+    def _count(self) -> collections.Counter:
+        order: list[str] = []  # callers after callees (the call graph is acyclic)
+        seen: set[str] = set()
+
+        def visit(name: str) -> None:
+            seen.add(name)
+            calls = self.contents_of(name)[1]
+            self.kept_callees.update(callee for callee in map(ir.callee_of, calls)
+                                     if not self.inlines(callee))
+            for callee in self.inlined_callees(name):
+                if callee not in seen:
+                    visit(callee)
+            order.append(name)
+
+        visit("main")
+        counts = collections.Counter({"main": 1})
+        for name in reversed(order):
+            for callee in self.inlined_callees(name):
+                counts[callee] += counts[name]
+        return counts

@@ -318,6 +318,80 @@ module @called_function_with_collective_inlined {
 
 // -----
 
+// One body under two maps is inlined at each (a copy first, its own ops last).
+// CHECK-LABEL: module @one_body_under_two_maps
+// CHECK: func.func public @main
+// CHECK: %[[FIRST:.*]] = stablehlo.custom_call @pmapc.psum
+// CHECK: stablehlo.custom_call @pmapc.all_gather(%[[FIRST]])
+// CHECK: stablehlo.custom_call @pmapc.psum
+// CHECK-NOT: func.func private @body
+module @one_body_under_two_maps {
+  func.func public @main(%arg0: tensor<4x3xf32>) -> (tensor<4x3xf32>, tensor<4x3xf32>) {
+    %0 = stablehlo.custom_call @pmapc.map(%arg0) {called_computations = [@body], api_version = 4 : i32, backend_config = {axis_name = "i", axis_size = 4 : i64, in_axes = [0], out_axes = [0]}} : (tensor<4x3xf32>) -> tensor<4x3xf32>
+    %1 = stablehlo.custom_call @pmapc.map(%0) {called_computations = [@body], api_version = 4 : i32, backend_config = {axis_name = "i", axis_size = 4 : i64, in_axes = [0], out_axes = [0]}} : (tensor<4x3xf32>) -> tensor<4x3xf32>
+    return %0, %1 : tensor<4x3xf32>, tensor<4x3xf32>
+  }
+  func.func private @body(%arg0: tensor<3xf32>) -> tensor<3xf32> {
+    %0 = stablehlo.custom_call @pmapc.psum(%arg0) {api_version = 4 : i32, backend_config = {axes = ["i"]}} : (tensor<3xf32>) -> tensor<3xf32>
+    return %0 : tensor<3xf32>
+  }
+}
+
+// -----
+
+// A map body that a func.call elsewhere also calls is inlined under the map
+// and stays a function for the call.
+// CHECK-LABEL: module @map_body_also_called
+// CHECK: func.func public @main
+// CHECK: stablehlo.negate
+// CHECK: call @plain(
+// CHECK: func.func private @plain
+module @map_body_also_called {
+  func.func public @main(%arg0: tensor<4x3xf32>) -> (tensor<4x3xf32>, tensor<4x3xf32>) {
+    %0 = stablehlo.custom_call @pmapc.map(%arg0) {called_computations = [@plain], api_version = 4 : i32, backend_config = {axis_name = "i", axis_size = 4 : i64, in_axes = [0], out_axes = [0]}} : (tensor<4x3xf32>) -> tensor<4x3xf32>
+    %1 = stablehlo.custom_call @pmapc.map(%0) {called_computations = [@user], api_version = 4 : i32, backend_config = {axis_name = "i", axis_size = 4 : i64, in_axes = [0], out_axes = [0]}} : (tensor<4x3xf32>) -> tensor<4x3xf32>
+    return %0, %1 : tensor<4x3xf32>, tensor<4x3xf32>
+  }
+  func.func private @plain(%arg0: tensor<3xf32>) -> tensor<3xf32> {
+    %0 = stablehlo.negate %arg0 : tensor<3xf32>
+    return %0 : tensor<3xf32>
+  }
+  func.func private @user(%arg0: tensor<3xf32>) -> tensor<3xf32> {
+    %0 = func.call @plain(%arg0) : (tensor<3xf32>) -> tensor<3xf32>
+    %1 = stablehlo.custom_call @pmapc.psum(%0) {api_version = 4 : i32, backend_config = {axes = ["i"]}} : (tensor<3xf32>) -> tensor<3xf32>
+    return %1 : tensor<3xf32>
+  }
+}
+
+// -----
+
+// A callee holding a collective, called twice, is inlined at both calls.
+// CHECK-LABEL: module @callee_with_collective_called_twice
+// CHECK: %[[ARG:.*]] = stablehlo.reshape %arg0
+// CHECK: %[[S1:.*]] = stablehlo.custom_call @pmapc.psum(%[[ARG]])
+// CHECK: %[[M1:.*]] = stablehlo.multiply %[[S1]], %[[ARG]]
+// CHECK: %[[S2:.*]] = stablehlo.custom_call @pmapc.psum(%[[M1]])
+// CHECK: stablehlo.multiply %[[S2]], %[[M1]]
+// CHECK-NOT: func.func private
+module @callee_with_collective_called_twice {
+  func.func public @main(%arg0: tensor<4x3xf32>) -> tensor<4x3xf32> {
+    %0 = stablehlo.custom_call @pmapc.map(%arg0) {called_computations = [@body], api_version = 4 : i32, backend_config = {axis_name = "i", axis_size = 4 : i64, in_axes = [0], out_axes = [0]}} : (tensor<4x3xf32>) -> tensor<4x3xf32>
+    return %0 : tensor<4x3xf32>
+  }
+  func.func private @body(%arg0: tensor<3xf32>) -> tensor<3xf32> {
+    %0 = func.call @helper(%arg0) : (tensor<3xf32>) -> tensor<3xf32>
+    %1 = func.call @helper(%0) : (tensor<3xf32>) -> tensor<3xf32>
+    return %1 : tensor<3xf32>
+  }
+  func.func private @helper(%arg0: tensor<3xf32>) -> tensor<3xf32> {
+    %0 = stablehlo.custom_call @pmapc.psum(%arg0) {api_version = 4 : i32, backend_config = {axes = ["i"]}} : (tensor<3xf32>) -> tensor<3xf32>
+    %1 = stablehlo.multiply %0, %arg0 : tensor<3xf32>
+    return %1 : tensor<3xf32>
+  }
+}
+
+// -----
+
 // Two maps at one depth share one mesh axis; the second slices the first's
 // gathered result again.
 // CHECK-LABEL: module @sibling_maps_share_one_mesh_axis
