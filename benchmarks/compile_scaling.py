@@ -62,8 +62,9 @@ def measure_once(count: int, compile_xla: bool) -> dict:
     shard = shard_map_jit(chain_body(count), mesh_of(DATA, MODEL), specs, specs[0])
     start = time.perf_counter()
     shard_lowered = shard.trace(x).lower()
-    result = {"pmapc": pmapc_s,
-              "shard_map": {"trace_lower_s": time.perf_counter() - start}}
+    shard_s = time.perf_counter() - start
+    result = {"pmapc": pmapc_s, "shard_map": {"trace_lower_s": shard_s},
+              "own_over_shard_map": pmapc_s["own_total_s"] / shard_s}
     if not compile_xla:
         return result
     compile_s, compiled = seconds(lowered.compile)
@@ -90,10 +91,12 @@ def collectives(hlo_text: str) -> dict:
 
 
 def median_of(samples: list):
-    """The element-wise median of equally shaped nested dicts of numbers."""
+    """The element-wise median of nested dicts of numbers (a key missing from some
+    samples, such as an XLA time measured once, is the median of those that have it)."""
     first = samples[0]
     if isinstance(first, dict):
-        return {key: median_of([s[key] for s in samples]) for key in first}
+        keys = dict.fromkeys(key for sample in samples for key in sample)
+        return {key: median_of([s[key] for s in samples if key in s]) for key in keys}
     if isinstance(first, float):
         return statistics.median(samples)
     return first
@@ -111,14 +114,15 @@ def fit(counts: list[int], times: list[float]) -> dict:
 
 
 def run(compiled_counts: list[int], stage_only_counts: list[int], reps: int) -> dict:
-    """W4 at every size: medians over `reps` builds (one build at >= 1000 collectives)."""
+    """W4 at every size: medians over `reps` builds (one build above 1000 collectives);
+    XLA compiles the first build of each compiled size only."""
     measure_once(2, compile_xla=True)  # warm JAX's and pmapc's one-time setup
     sizes = {}
     for count in [*compiled_counts, *stage_only_counts]:
-        runs = reps if count < 1000 else 1
-        compile_xla = count in compiled_counts
-        samples = [measure_once(count, compile_xla) for _ in range(runs)]
-        sizes[count] = median_of(samples) | {"xla_compiled": compile_xla, "runs": samples}
+        runs = reps if count <= 1000 else 1
+        compiled = count in compiled_counts
+        samples = [measure_once(count, compiled and run == 0) for run in range(runs)]
+        sizes[count] = median_of(samples) | {"xla_compiled": compiled, "runs": samples}
     counts = list(sizes)
     return {
         "sizes": {str(c): sizes[c] for c in counts},

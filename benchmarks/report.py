@@ -114,11 +114,12 @@ def scaling_table(scaling: dict) -> str:
         rows.append([count, f"{ours['trace_s']:.3f}",
                      f"{sum(ours['passes_s'].values()):.3f}", f"{ours['own_total_s']:.3f}",
                      f"{1e6 * ours['own_total_s'] / int(count):.0f}",
+                     f"{theirs['trace_lower_s']:.3f}", f"{size['own_over_shard_map']:.2f}",
                      seconds_or_dash(ours.get("xla_compile_s")),
-                     f"{theirs['trace_lower_s']:.3f}", seconds_or_dash(theirs.get("xla_compile_s")),
-                     all_reduce_cell(size)])
-    return table(["collectives", "trace s", "passes s", "pmapc own s", "us/coll", "pmapc XLA s",
-                  "sm trace+lower s", "sm XLA s", "all-reduces pm/sm"], rows)
+                     seconds_or_dash(theirs.get("xla_compile_s")), all_reduce_cell(size)])
+    return table(["collectives", "trace s", "passes s", "pmapc own s", "us/coll",
+                  "sm trace+lower s", "own/sm", "pmapc XLA s", "sm XLA s",
+                  "all-reduces pm/sm"], rows)
 
 
 def seconds_or_dash(value: float | None) -> str:
@@ -134,11 +135,25 @@ def all_reduce_cell(size: dict) -> str:
 
 
 def pass_table(scaling: dict) -> str:
-    counts = list(scaling["sizes"])
-    names = list(next(iter(scaling["sizes"].values()))["pmapc"]["passes_s"])
-    rows = [[name, *(f"{1e3 * scaling['sizes'][c]['pmapc']['passes_s'][name]:.1f}"
-                     for c in counts)] for name in names]
-    return table(["pass (ms, with its verify)", *counts], rows)
+    """Milliseconds of each of pmapc's stages by size, then the totals and shard_map's."""
+    sizes = scaling["sizes"]
+    counts = list(sizes)
+    names = list(next(iter(sizes.values()))["pmapc"]["passes_s"])
+
+    def row(label: str, value) -> list[str]:
+        return [label, *(value(sizes[count]) for count in counts)]
+
+    def ms(seconds: float) -> str:
+        return f"{1e3 * seconds:.1f}"
+
+    rows = [row("trace", lambda size: ms(size["pmapc"]["trace_s"]))]
+    rows += [row(name, lambda size, name=name: ms(size["pmapc"]["passes_s"][name]))
+             for name in names]
+    rows += [row("= passes", lambda size: ms(sum(size["pmapc"]["passes_s"].values()))),
+             row("= pmapc own (trace + passes)", lambda size: ms(size["pmapc"]["own_total_s"])),
+             row("shard_map trace + lower", lambda size: ms(size["shard_map"]["trace_lower_s"])),
+             row("pmapc own / shard_map", lambda size: f"{size['own_over_shard_map']:.2f}")]
+    return table(["stage (ms; 'verify': the result, once)", *counts], rows)
 
 
 def fit_lines(scaling: dict) -> str:
@@ -152,3 +167,41 @@ def fit_lines(scaling: dict) -> str:
                      f"(intercept {fit['intercept_s']:.3f} s); us/collective by size: {per}; "
                      f"log-log slope between sizes: {exponents} (1.0 = linear)")
     return "\n".join(lines)
+
+
+# The targets of issue 12 (benchmarks/README.md): (what, target, how it reads the results).
+TARGET_COUNT, PIPELINE_COUNT = "1000", "10000"
+
+
+def targets(output: dict) -> str:
+    """One line per target the results hold: the target, the figure measured, met or not."""
+    lines = []
+    sizes = output.get("compile_scaling", {}).get("sizes", {})
+    if TARGET_COUNT in sizes:
+        ratio = sizes[TARGET_COUNT]["own_over_shard_map"]
+        lines.append(verdict(f"W4 {TARGET_COUNT}: pmapc trace + passes / shard_map trace + "
+                             "lower (median of builds)", ratio, 1.0, f"{ratio:.2f}x"))
+    if PIPELINE_COUNT in sizes:
+        passes = sum(sizes[PIPELINE_COUNT]["pmapc"]["passes_s"].values())
+        lines.append(verdict(f"W4 {PIPELINE_COUNT}: the whole pass pipeline", passes, 2.0,
+                             f"{passes:.2f} s (trace + passes "
+                             f"{sizes[PIPELINE_COUNT]['pmapc']['own_total_s']:.2f} s)",
+                             limit_text="< 2 s", strict=True))
+    if "dispatch" in output:
+        ready = output["dispatch"]["ready"]["pmapc"]["ratio_median"]
+        returned = output["dispatch"]["returned"]["pmapc"]["ratio_median"]
+        lines.append(verdict("warm call step(x) / jit(shard_map), until ready", ready, 1.05,
+                             f"{ready:.2f}x (until it returns: {returned:.2f}x)"))
+    for result in output.get("workloads", []):
+        if result["name"].startswith("W1"):
+            ratio = result["summary"]["ratio_median"]
+            lines.append(verdict(f"{result['name']} step / shard_map", ratio, 1.05,
+                                 f"{ratio:.2f}x"))
+    return "\n".join(lines) or "(no workload of a target ran)"
+
+
+def verdict(what: str, value: float, limit: float, measured: str, limit_text: str = "",
+            strict: bool = False) -> str:
+    met = value < limit if strict else value <= limit
+    target = limit_text or f"<= {limit:.2f}x"
+    return f"{what}: {measured}; target {target}: {'met' if met else 'NOT met'}"

@@ -37,7 +37,7 @@ DEFAULT_JSON = Path(__file__).parent / "results" / "latest.json"
 
 MODES = {
     # warm-up rounds, timed rounds (A/B pairs), W4 sizes compiled by XLA, W4 sizes through
-    # pmapc's own stages only, W4 repetitions below 1000 collectives, dispatch warm-up/rounds
+    # pmapc's own stages only, W4 repetitions up to 1000 collectives, dispatch warm-up/rounds
     "full": {"warmup": 7, "rounds": 21, "compiled_counts": [10, 100, 1000],
              "stage_only_counts": [10000], "reps": 3, "dispatch": (20, 200)},
     "quick": {"warmup": 3, "rounds": 7, "compiled_counts": [10, 100],
@@ -118,7 +118,8 @@ def run_scaling(settings: dict) -> dict:
     print(f"... W4: compile scaling at {counts} collectives", flush=True)
     result = compile_scaling.run(settings["compiled_counts"], settings["stage_only_counts"],
                                  settings["reps"])
-    section("W4 compile scaling (s; medians; sizes >= 1000 built once; '-': not compiled)")
+    section("W4 compile scaling (s; medians of builds, each pmapc then shard_map; sizes "
+            "above 1000 built once; '-': not compiled)")
     print(report.scaling_table(result))
     print()
     print(report.pass_table(result))
@@ -145,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     print_step_results(results)
     if "W4" in args.workloads:
         output["compile_scaling"] = run_scaling(settings)
+    section("Targets (benchmarks/README.md; on this machine, this run)")
+    print(report.targets(output))
     output["elapsed_s"] = time.perf_counter() - started
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(output, indent=1))
