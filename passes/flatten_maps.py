@@ -32,8 +32,8 @@ from pmapc import collectives, dialect, hlo, ir
 from pmapc.errors import Category
 from pmapc.layout import Chain, Layout
 from pmapc.passes.base import Analyses
-from pmapc.passes.nesting import Inlining, Nesting, analyze
-from pmapc.passes.verify_axes import unbound_axis_message
+from pmapc.passes.nesting import Inlining, Nesting
+from pmapc.passes.verify_axes import unbound_axis_message, verified_nesting
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,12 +43,14 @@ class FlattenMapsPass:
     name: ClassVar[str] = "flatten-maps"
     # Pass @main's mapped arguments and results split over the mesh (else replicated).
     split_entry: bool = True
-    # The nesting analysis, as verify-axes found it if it ran just before.
+    # The checked nesting analysis, as verify-axes found it if it ran just before.
     uses_analyses: ClassVar[bool] = True
 
     def run(self, module: ir.Module, analyses: Analyses | None = None) -> bool:
         views = dialect.Views()
-        nesting = analyses.get(analyze, module) if analyses is not None else analyze(module)
+        # Checked maps and collectives: free after verify-axes, else checked here.
+        nesting = (analyses.get(verified_nesting, module) if analyses is not None
+                   else verified_nesting(module))
         layout = nesting.layout()
         _Flattener(module, nesting, layout, self.split_entry, views).run()
         dialect.write_mesh(module, layout.mesh)

@@ -1,6 +1,9 @@
 // RUN: pmapc opt %s --pass-pipeline='builtin.module(verify-axes)' --split-input-file --verify-diagnostics
+// RUN: pmapc opt %s --pass-pipeline='builtin.module(flatten-maps)' --split-input-file --verify-diagnostics
 
 // Each chunk holds one mistake; verify-axes reports it at the op at fault.
+// flatten-maps run alone reports the same: it checks what verify-axes checks
+// unless verify-axes has just run.
 
 // ---------------------------------------------------------------- axis names
 module @unbound_axis {
