@@ -116,11 +116,10 @@ class MappedFunction:
     def __call__(self, *args, **kwargs):
         if trace.enclosing_axes():
             return self._call_nested(args, kwargs)
-        if not self._direct:
-            return self._call_checked(args, kwargs)
+        run = self._jitted if self._direct else self._checked_run(args)
         self._calls += 1
         try:
-            outputs = self._jitted(*args, **kwargs)
+            outputs = run(*args, **kwargs)
         except (TypeError, ValueError) as error:
             self._explain(error, args, kwargs)
             raise
@@ -128,9 +127,9 @@ class MappedFunction:
             wait_until_ready(outputs)  # bound the runs in flight (see __init__)
         return outputs
 
-    def _call_checked(self, args, kwargs):
-        """A call outside any map that checks its donations, or runs across processes
-        (or is the first)."""
+    def _checked_run(self, args) -> Callable:
+        """For a call that checks its donations or runs across processes (or is the
+        first): check the donations, and the function that runs the call."""
         if self.donate_argnums:
             try:
                 check_donations(self.spec.name, self.donate_argnums, args)
@@ -138,18 +137,9 @@ class MappedFunction:
                 raise at_user_call_site(error) from None
         several_processes = processes.process_count() > 1
         self._direct = not (self.donate_argnums or several_processes)
-        self._calls += 1
-        try:
-            if several_processes:
-                outputs = self._call_across_processes(args, kwargs)
-            else:
-                outputs = self._jitted(*args, **kwargs)
-        except (TypeError, ValueError) as error:
-            self._explain(error, args, kwargs)
-            raise
-        if self._calls % MAX_IN_FLIGHT == 0:
-            wait_until_ready(outputs)  # bound the runs in flight (see __init__)
-        return outputs
+        if several_processes:
+            return lambda *args, **kwargs: self._call_across_processes(args, kwargs)
+        return self._jitted
 
     def _explain(self, error: Exception, args, kwargs) -> None:
         """Raise what is wrong with arguments `jax.jit` refused, in pmapc's terms, if
