@@ -33,10 +33,10 @@ import itertools
 import os
 from collections.abc import Iterator, Sequence
 
-import jax.numpy as jnp
 import numpy as np
 
 from pmapc import dialect, ir
+from pmapc.compiler import runtime
 from pmapc.errors import SourceLoc
 from pmapc.mesh import Mesh, replica_groups_for
 
@@ -286,8 +286,7 @@ def _step(op: ir.Operation, mesh: Mesh, names, executions: int, unknown: bool) -
 def _bytes(type_) -> int:
     if not ir.is_ranked_tensor(type_):
         return 0
-    name = ir.dtype_name(ir.element_type_of(type_))
-    itemsize = jnp.dtype(name).itemsize if name is not None else 0
+    itemsize = runtime.element_dtype(ir.element_type_of(type_)).itemsize
     return int(np.prod(ir.shape_of(type_), dtype=np.int64)) * itemsize
 
 

@@ -59,14 +59,17 @@ UNSUPPORTED_PRIMITIVES = {
 
 def user_line(eqn) -> tuple[str, int] | None:
     """(file, line) of the user's code that made a jaxpr equation, if known."""
-    frame = _source_info.user_frame(eqn.source_info.traceback)
-    return (frame.file_name, frame.start_line) if frame is not None else None
+    return _user_line_in(eqn.source_info.traceback)
 
 
 def lowered_user_line() -> tuple[str, int] | None:
     """(file, line) of the user's code whose equation a lowering rule is lowering now
     (JAX sets the equation's traceback as the current source info around each rule)."""
-    frame = _source_info.user_frame(_source_info.current().traceback)
+    return _user_line_in(current_source_info().traceback)
+
+
+def _user_line_in(traceback) -> tuple[str, int] | None:
+    frame = _source_info.user_frame(traceback)
     return (frame.file_name, frame.start_line) if frame is not None else None
 
 

@@ -22,7 +22,6 @@ from collections.abc import Callable
 from pmapc import dialect, ir, layout
 from pmapc.errors import Category, Diagnostic, DiagnosticError
 from pmapc.layout import Chain
-from pmapc.mesh import Mesh
 
 
 @dataclasses.dataclass
@@ -51,10 +50,6 @@ class Nesting:
 
     def layout(self) -> layout.Layout:
         return layout.layout(self.chains)
-
-    def mesh(self) -> Mesh:
-        """The device mesh: one axis per depth unless sibling maps differ."""
-        return self.layout().mesh
 
 
 # visit(op, scope, nesting): called for every map and collective, with the
