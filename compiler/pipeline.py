@@ -125,7 +125,7 @@ AfterPass = Callable[[object, ir.Module], None]
 
 
 def run_passes(module: ir.Module, passes: Sequence[Pass], after_pass: AfterPass | None = None,
-               verify_each: bool = True) -> bool:
+               verify_each: bool = True, check_preserved: bool = False) -> bool:
     """Run `passes` in order; whether any of them changed the IR.
 
     Passes share analyses until one changes the IR (passes/base.py: Analyses).
@@ -133,6 +133,8 @@ def run_passes(module: ir.Module, passes: Sequence[Pass], after_pass: AfterPass 
     verified after each pass that changed it, and a pass that leaves invalid
     IR is named with the passes before it (a compiler bug). Without, nothing
     is verified here: the caller verifies the result once (`verify_result`).
+    With `check_preserved` (for tests), every analysis a pass preserved is
+    computed again afterwards and must come out equal.
     """
     done: list[str] = []
     changed_any = False
@@ -141,8 +143,12 @@ def run_passes(module: ir.Module, passes: Sequence[Pass], after_pass: AfterPass 
         with ir.building(module):
             changed = run_pass(pass_, module, analyses)
         changed_any |= changed
-        if changed:
-            analyses.invalidate()
+        preserved = analyses.preserved() if check_preserved else {}
+        analyses.after_pass(changed)
+        for analysis, result in preserved.items():
+            if analysis(module) != result:
+                raise AssertionError(f"pass '{pass_.name}' preserved analysis "
+                                     f"'{analysis.__name__}' but left it stale")
         if verify_each and changed:
             verify_after(module, pass_.name, done)
         done.append(pass_.name)

@@ -29,10 +29,12 @@ class Pass(Protocol):
 class Analyses:
     """What the passes of one run learned about the module, shared while it holds
     (MLIR's analysis manager, simplified): an analysis is a function of the module;
-    its result is kept until a pass changes the IR (`run_passes` then drops them)."""
+    its result is kept until a pass changes the IR (`after_pass` then drops it),
+    unless that pass preserved it."""
 
     def __init__(self) -> None:
         self._results: dict[Callable, object] = {}
+        self._preserved: set[Callable] = set()
 
     def get(self, analysis: Callable[[ir.Module], Result], module: ir.Module) -> Result:
         """`analysis(module)`, computed once while the IR stays as it is."""
@@ -40,12 +42,23 @@ class Analyses:
             self._results[analysis] = analysis(module)
         return self._results[analysis]
 
-    def keep(self, analysis: Callable[[ir.Module], Result], result: Result) -> None:
-        """Remember `result` as `analysis(module)` (a pass computed it on the way)."""
+    def preserve(self, analysis: Callable[[ir.Module], Result], result: Result) -> None:
+        """Say that `result` is `analysis(module)` for the IR the running pass leaves
+        (MLIR's markAnalysesPreserved, with the result brought up to date)."""
         self._results[analysis] = result
+        self._preserved.add(analysis)
 
-    def invalidate(self) -> None:
-        self._results.clear()
+    def after_pass(self, changed: bool) -> None:
+        """Drop what the pass that just ran made stale: every result, if it changed
+        the IR, but those it preserved."""
+        if changed:
+            self._results = {analysis: result for analysis, result in self._results.items()
+                             if analysis in self._preserved}
+        self._preserved.clear()
+
+    def preserved(self) -> dict[Callable, object]:
+        """The analyses the running pass preserved, with their results."""
+        return {analysis: self._results[analysis] for analysis in self._preserved}
 
 
 def run_pass(pass_, module: ir.Module, analyses: Analyses) -> bool:

@@ -15,6 +15,8 @@ import dataclasses
 from typing import ClassVar
 
 from pmapc import collectives, hlo, ir
+from pmapc.passes.base import Analyses
+from pmapc.passes.op_index import index_of
 
 
 @dataclasses.dataclass(frozen=True)
@@ -22,10 +24,12 @@ class CombineAllReducesPass:
     """Combine independent all_reduces over the same groups into one variadic all_reduce."""
 
     name: ClassVar[str] = "combine-all-reduces"
+    uses_analyses: ClassVar[bool] = True  # the op index
 
-    def run(self, module: ir.Module) -> bool:
+    def run(self, module: ir.Module, analyses: Analyses | None = None) -> bool:
         changed = False
-        for candidates in candidates_by_block(module):
+        all_reduces = index_of(module, analyses).ops("stablehlo.all_reduce")
+        for candidates in candidates_by_block(all_reduces):
             # One group at a time: combining erases ops that another group may hold as
             # its last operand or first use (a pair of sums over the results of a pair),
             # so the block's groups are found again after each combine. Other blocks
@@ -38,11 +42,12 @@ class CombineAllReducesPass:
         return changed
 
 
-def candidates_by_block(module: ir.Module) -> list[list[tuple[ir.Operation, tuple]]]:
+def candidates_by_block(all_reduces: list[ir.Operation]
+                        ) -> list[list[tuple[ir.Operation, tuple]]]:
     """(all_reduce, reduction_key) of each block holding two or more that could combine,
-    in program order (one walk)."""
+    in program order (`all_reduces` is every all_reduce, in program order)."""
     by_block: dict[ir.Block, list[tuple[ir.Operation, tuple]]] = {}
-    for op in ir.ops_in_functions(module, "stablehlo.all_reduce"):
+    for op in all_reduces:
         key = reduction_key(op)
         if key is not None:
             by_block.setdefault(op.block, []).append((op, key))

@@ -146,6 +146,7 @@ class _Flattener:
             for operand, in_axis in zip(op.operands, view.in_axes)
         ]
         body_results = self.inline_body(view.callee, args, chain, op)
+        ip = ir.InsertionPoint(op)  # the block `op` stands in may be new (`splice`)
         for result, value, out_axis in zip(op.results, body_results, view.out_axes):
             self.replace_map_result(result, value, out_axis, axes, at_entry=not scope,
                                     ip=ip, loc=loc)
@@ -162,8 +163,8 @@ class _Flattener:
 
         The body's last inlining takes the function's own ops (unless a func.call
         that stays calls it); earlier ones a copy, made whole (one native clone).
-        Either way the ops are moved out, so no op is visited twice in Python; the
-        body's maps, calls and collectives are scanned in `scope` first.
+        Either way the ops are moved out (`splice`), so no op is visited twice in
+        Python; the body's maps, calls and collectives are scanned in `scope` first.
         """
         self.remaining[name] -= 1
         last = self.remaining[name] == 0 and name not in self.calls.kept_callees
@@ -177,11 +178,49 @@ class _Flattener:
         for argument, value in zip(block.arguments, args):
             argument.replace_all_uses_with(value)
         self.scan(*contents, scope)
-        ops = [op.operation for op in block.operations]
-        results = list(ops[-1].operands)  # func.return's
-        for op in ops[:-1]:
-            op.move_before(site)
+        results = self.splice(block, site)
         function.erase()
+        return results
+
+    def splice(self, body: ir.Block, site: ir.Operation) -> list[ir.Value]:
+        """Move the ops of a function's block `body` (its arguments unused by now) before
+        `site`, all but its func.return; the values that returned.
+
+        Moving costs a Python call per op, so when `site`'s block is the only one of
+        its region and holds fewer ops than `body` (a long map body inlined where
+        little else stands), the ops around `site` move into `body` instead, and
+        `body` takes the place of `site`'s block (which goes, empty, to `body`'s
+        function, for the caller to erase).
+        """
+        returned = ir.terminator(body)
+        results = list(returned.operands)
+        returned.erase()
+        host = site.block
+        region = host.region
+        if len(region.blocks) != 1 or len(host.operations) >= len(body.operations):
+            for op in [op.operation for op in body.operations]:
+                op.move_before(site)
+            return results
+        around = [op.operation for op in host.operations]
+        at = around.index(site)
+        first = body.operations[0].operation
+        for op in around[:at]:
+            op.move_before(first)
+        last = body.operations[len(body.operations) - 1].operation
+        for op in around[at:]:
+            op.move_after(last)
+            last = op
+        unused = len(body.arguments)
+        for argument in list(host.arguments):
+            adopted = body.add_argument(argument.type, argument.location)
+            argument.replace_all_uses_with(adopted)
+            if argument in self.split_args:
+                self.split_args[adopted] = self.split_args.pop(argument)
+        for _ in range(unused):
+            body.erase_argument(0)
+        home = body.region
+        body.append_to(region)
+        host.append_to(home)
         return results
 
     # -- slices and gathers --------------------------------------------------

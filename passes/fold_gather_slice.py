@@ -14,6 +14,8 @@ from typing import ClassVar
 
 from pmapc import hlo, ir
 from pmapc.passes import patterns
+from pmapc.passes.base import Analyses
+from pmapc.passes.op_index import index_of
 
 
 @dataclasses.dataclass(frozen=True)
@@ -21,9 +23,10 @@ class FoldGatherSlicePass:
     """Cancel an untiled all_gather followed by a slice at the device's own index."""
 
     name: ClassVar[str] = "fold-gather-slice"
+    uses_analyses: ClassVar[bool] = True  # the op index
 
-    def run(self, module: ir.Module) -> bool:
-        slices = ir.ops_in_functions(module, "stablehlo.dynamic_slice")
+    def run(self, module: ir.Module, analyses: Analyses | None = None) -> bool:
+        slices = index_of(module, analyses).ops("stablehlo.dynamic_slice")
         changed = False
         for op in slices:
             changed |= fold(op)

@@ -35,6 +35,8 @@ from pmapc.collectives import Collective
 from pmapc.dialect import CollectiveView
 from pmapc.errors import Category, ShapeError
 from pmapc.mesh import Mesh, axis_index_terms, permutation_pairs, replica_groups_for
+from pmapc.passes.base import Analyses
+from pmapc.passes.op_index import INDEXED, OpIndex, index_of, op_index
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,11 +44,13 @@ class LowerCollectivesPass:
     """Rewrite named-axis collectives into StableHLO collectives with replica groups."""
 
     name: ClassVar[str] = "lower-collectives"
+    uses_analyses: ClassVar[bool] = True  # the op index
 
-    def run(self, module: ir.Module) -> bool:
+    def run(self, module: ir.Module, analyses: Analyses | None = None) -> bool:
         views = dialect.Views()
+        index = index_of(module, analyses)
         ops = []
-        for op in ir.ops_in_functions(module, dialect.CUSTOM_CALL):
+        for op in index.ops(dialect.CUSTOM_CALL):
             target = views.target(op)
             if target == dialect.MAP_TARGET:
                 raise dialect.error_at(op, "'pmapc.map' is still here; run flatten-maps "
@@ -54,9 +58,11 @@ class LowerCollectivesPass:
             if dialect.is_pmapc_target(target):
                 ops.append(op)
         lowering = Lowering(dialect.mesh_of(module), views)
-        for op in ops:
-            lowering.lower(op)
+        with ir.recording_created_ops() as created:
+            built = {id(op): lowering.lower(op, created) for op in ops}
         lowering.finish()
+        if analyses is not None and ops:
+            analyses.preserve(op_index, lowering.updated(index, built))
         return bool(ops)
 
 
@@ -75,18 +81,40 @@ class Lowering:
         self.checked: set[tuple] = set()
         # The first op built for each key (see `cloned`).
         self.templates: dict[tuple, ir.Operation] = {}
+        # The indexed ops built at the top of each function (by name), in order.
+        self.entry_ops: dict[str, list[tuple[str, ir.Operation]]] = {}
+        self.entry_op_ids: set[int] = set()
 
-    def lower(self, op: ir.Operation) -> None:
+    def lower(self, op: ir.Operation, created: list[tuple[str, ir.Operation]]
+              ) -> list[tuple[str, ir.Operation]]:
+        """Replace `op` by what its rule builds; (name, op) of the indexed ops built, in
+        program order (for the op index; not those at the top of the function, which
+        `entry_ops` has). `created` is the recording of the ops built."""
         view = self.views.collective(op)
         if (view.kind, view.config) not in self.checked:
             self.check_axes(view)
             self.check_index_groups(view)
             self.checked.add((view.kind, view.config))
         rule = RULES[view.collective]
+        start = len(created)
         results = rule(self, view, ip=ir.InsertionPoint(op), loc=op.location)
         for old, new in zip(op.results, results):
             old.replace_all_uses_with(new)
         op.erase()
+        return [entry for entry in created[start:]
+                if entry[0] in INDEXED and id(entry[1]) not in self.entry_op_ids]
+
+    def updated(self, index: OpIndex, built: dict[int, list]) -> OpIndex:
+        """`index` with each lowered op replaced by what was built for it, and the values
+        built at the top of each function first."""
+        functions = {}
+        for function, entries in index.functions.items():
+            updated = list(self.entry_ops.get(function, ()))
+            for entry in entries:
+                replacement = built.get(id(entry[1]))
+                updated.extend([entry] if replacement is None else replacement)
+            functions[function] = updated
+        return OpIndex(functions)
 
     def check_axes(self, view: CollectiveView) -> None:
         for axis in view.axes:
@@ -132,7 +160,7 @@ class Lowering:
         template = self.templates.get(key)
         if template is None:
             return None
-        op = template.clone(ip=ip)
+        op = ir.clone(template, ip)
         if op.location != loc:
             ir.set_locations(op, loc)
         return op
@@ -166,6 +194,10 @@ class Lowering:
         if function not in self.entry_values:
             ip = self.entry_point(function)
             device = hlo.replica_id(loc=loc, ip=ip)
+            built = ir.value_owner_op(device)
+            self.entry_ops.setdefault(ir.symbol_name(function), []).append(
+                ("stablehlo.replica_id", built))
+            self.entry_op_ids.add(id(built))  # the op `create_op` recorded
             self.entry_values[function] = hlo.convert(device, ir.i32_type(), loc=loc, ip=ip)
         return self.entry_values[function]
 

@@ -12,6 +12,8 @@ from typing import ClassVar
 
 from pmapc import ir
 from pmapc.passes import patterns
+from pmapc.passes.base import Analyses
+from pmapc.passes.op_index import index_of
 
 
 @dataclasses.dataclass(frozen=True)
@@ -19,10 +21,11 @@ class SimplifyPass:
     """Run MLIR's canonicalize and cse: fold reshapes, share constants, drop dead ops."""
 
     name: ClassVar[str] = "simplify"
+    uses_analyses: ClassVar[bool] = True  # the op index
 
-    def run(self, module: ir.Module) -> bool:
+    def run(self, module: ir.Module, analyses: Analyses | None = None) -> bool:
         """True: canonicalize and cse report no change count, so this says "maybe"."""
-        for op in ir.ops_in_functions(module, "stablehlo.reshape"):
+        for op in index_of(module, analyses).ops("stablehlo.reshape"):
             fold_reshape(op)
         ir.run_upstream_passes(module, "canonicalize,cse")
         return True

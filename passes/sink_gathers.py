@@ -24,6 +24,8 @@ from typing import ClassVar
 
 from pmapc import collectives, dialect, hlo, ir
 from pmapc.passes import patterns
+from pmapc.passes.base import Analyses
+from pmapc.passes.op_index import index_of
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,14 +33,15 @@ class SinkGathersPass:
     """Return gathered inner-map outputs as split results, without the all_gather."""
 
     name: ClassVar[str] = "sink-gathers"
+    uses_analyses: ClassVar[bool] = True  # the op index
 
-    def run(self, module: ir.Module) -> bool:
+    def run(self, module: ir.Module, analyses: Analyses | None = None) -> bool:
         if dialect.read_mesh(module) is None:
             return False
         main = ir.functions(module)["main"]
         block = ir.function_entry_block(main)
         returned = ir.terminator(block)
-        changed = push_gathers_down(main)
+        changed = push_gathers_down(index_of(module, analyses).ops(dialect.CUSTOM_CALL, "main"))
         changed |= patterns.repeat_until_unchanged(lambda: sink_results(main, returned))
         if changed:
             ir.set_function_type(main, [a.type for a in block.arguments],
@@ -78,11 +81,11 @@ def sink_result(main, returned: ir.Operation, index: int) -> bool:
     return True
 
 
-def push_gathers_down(main: ir.Operation) -> bool:
-    """Move every untiled gather below the elementwise ops and reductions it can pass."""
+def push_gathers_down(custom_calls: list[ir.Operation]) -> bool:
+    """Move every untiled gather (of @main's `custom_calls`) below the elementwise ops
+    and reductions it can pass."""
     views = dialect.Views()
-    pending = [op for op in ir.walk_custom_calls(main)
-               if views.collective_of(op) is collectives.ALL_GATHER]
+    pending = [op for op in custom_calls if views.collective_of(op) is collectives.ALL_GATHER]
     changed = False
     while pending:
         gather = pending.pop()

@@ -29,6 +29,8 @@ from typing import ClassVar
 
 from pmapc import dialect, ir
 from pmapc.errors import PipelineError
+from pmapc.passes.base import Analyses
+from pmapc.passes.op_index import index_of
 
 NUM_REPLICAS = "mhlo.num_replicas"
 NUM_PARTITIONS = "mhlo.num_partitions"
@@ -56,14 +58,15 @@ class ToPartitionsPass:
 
     name: ClassVar[str] = "to-partitions"
     first_channel: int = 1
+    uses_analyses: ClassVar[bool] = True  # the op index
 
     def __post_init__(self) -> None:
         if self.first_channel < 1:
             raise PipelineError(f"option 'first-channel' of pass '{self.name}' must be at "
                                 f"least 1, got {self.first_channel}")
 
-    def run(self, module: ir.Module) -> bool:
-        device_ids, collectives = device_ops(module, self.name)
+    def run(self, module: ir.Module, analyses: Analyses | None = None) -> bool:
+        device_ids, collectives = device_ops(module, self.name, analyses)
         changed = False
         for op in device_ids:
             changed |= replace_device_id(op, "stablehlo.partition_id")
@@ -105,7 +108,8 @@ def split_all_reduce(op: ir.Operation) -> list[ir.Operation]:
 # Shared with to-replicas
 
 
-def device_ops(module: ir.Module, pass_name: str) -> tuple[list, list]:
+def device_ops(module: ir.Module, pass_name: str, analyses: Analyses | None = None
+               ) -> tuple[list, list]:
     """(device-id ops, collectives) of every function, in op order.
 
     Refuses what is not a lowered program of one of the two forms: a `pmapc.*`
@@ -113,7 +117,7 @@ def device_ops(module: ir.Module, pass_name: str) -> tuple[list, list]:
     program (a channel handle without use_global_device_ids).
     """
     device_ids, collectives = [], []
-    for op in ir.ops_in_functions(module, _DEVICE_OPS):
+    for op in index_of(module, analyses).ops(_DEVICE_OPS):
         name = op.name
         if name in DEVICE_IDS:
             device_ids.append(op)

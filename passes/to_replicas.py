@@ -18,6 +18,7 @@ import dataclasses
 from typing import ClassVar
 
 from pmapc import ir
+from pmapc.passes.base import Analyses
 from pmapc.passes.to_partitions import (
     CHANNEL_HANDLE,
     GLOBAL_DEVICE_IDS,
@@ -34,9 +35,10 @@ class ToReplicasPass:
     """Put a lowered program in replica form (one replica per device): replica_id, no channels."""
 
     name: ClassVar[str] = "to-replicas"
+    uses_analyses: ClassVar[bool] = True  # the op index
 
-    def run(self, module: ir.Module) -> bool:
-        device_ids, collectives = device_ops(module, self.name)
+    def run(self, module: ir.Module, analyses: Analyses | None = None) -> bool:
+        device_ids, collectives = device_ops(module, self.name, analyses)
         changed = False
         for op in device_ids:
             changed |= replace_device_id(op, "stablehlo.replica_id")

@@ -403,7 +403,7 @@ def create_op(
     regions: int = 0,
 ) -> ir.Operation:
     """Create an op of any dialect by name (stable across binding versions)."""
-    return ir.Operation.create(
+    op = ir.Operation.create(
         name,
         results=list(result_types),
         operands=list(operands),
@@ -412,6 +412,34 @@ def create_op(
         loc=loc,
         ip=ip,
     )
+    if _recordings:
+        _recordings[-1].append((name, op.operation))
+    return op
+
+
+def clone(op: ir.Operation, ip: ir.InsertionPoint) -> ir.Operation:
+    """A deep copy of `op` at `ip` (recorded as one op: its nested ops are not listed)."""
+    copy = op.clone(ip=ip)
+    if _recordings:
+        _recordings[-1].append((op.name, copy.operation))
+    return copy
+
+
+# The lists of the recordings in progress; create_op and clone add to the innermost.
+_recordings: list[list[tuple[str, ir.Operation]]] = []
+
+
+@contextlib.contextmanager
+def recording_created_ops() -> Iterator[list[tuple[str, ir.Operation]]]:
+    """(name, op) of each op `create_op` and `clone` make inside the `with` block, in
+    creation order (for a pass that brings an index of ops up to date with what it
+    built)."""
+    created: list[tuple[str, ir.Operation]] = []
+    _recordings.append(created)
+    try:
+        yield created
+    finally:
+        _recordings.pop()
 
 
 def add_block(region: ir.Region, arg_types: Sequence[ir.Type]) -> ir.Block:
@@ -436,6 +464,23 @@ def walk(op: ir.Operation, names: str | Collection[str] | None = None) -> list[i
 
     op.walk(visit, ir.WalkOrder.PRE_ORDER)
     if found and found[0] == op:
+        found.pop(0)
+    return found
+
+
+def walk_named(op: ir.Operation, names: Collection[str]) -> list[tuple[str, ir.Operation]]:
+    """(name, op) of every op named one of `names` nested inside `op`, in pre-order
+    (each name read once, for callers that sort the ops by name)."""
+    found: list[tuple[str, ir.Operation]] = []
+
+    def visit(nested: ir.Operation) -> ir.WalkResult:
+        name = nested.name
+        if name in names:
+            found.append((name, nested))
+        return ir.WalkResult.ADVANCE
+
+    op.walk(visit, ir.WalkOrder.PRE_ORDER)
+    if found and found[0][1] == op:
         found.pop(0)
     return found
 
@@ -480,6 +525,11 @@ def set_locations(op: ir.Operation, loc: ir.Location) -> None:
 def detached_clone(op: ir.Operation) -> ir.Operation:
     """A deep copy of `op` outside any block."""
     return op.clone(ip=False)
+
+
+def symbol_name(function: ir.Operation) -> str:
+    """A func.func's name."""
+    return as_string(function.attributes["sym_name"])
 
 
 def functions(module: ir.Module) -> dict[str, ir.Operation]:
