@@ -5,8 +5,8 @@ their order; the driver, `pmapc opt`'s named pipelines and `--list-passes`
 read it. `builtin.module(verify-axes,flatten-maps{split-entry=false})`
 follows mlir-opt's textual form; the `builtin.module(...)` wrapper is optional
 and named pipelines (`pmapc-to-stablehlo`, `pmapc-lower{target=replicas}`)
-expand in place. A named pipeline's one option, `target`, picks the pass it
-ends in (passes/__init__.py's TARGETS).
+expand in place. A named pipeline's one option, `target`, picks the pass that
+puts the program in its execution form (passes/__init__.py's TARGETS).
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ def default_pipeline(target: str = DEFAULT_TARGET) -> tuple[Pass, ...]:
         SinkGathersPass(),        # results returned split, not gathered
         LowerCollectivesPass(),   # named collectives -> groups of mesh positions
         CombineAllReducesPass(),  # independent all_reduces -> one
-        SimplifyPass(),           # canonicalize and cse
         TARGETS[target](),        # the partition form jax.jit runs, or the replica form
+        SimplifyPass(),           # canonicalize and cse (last: they drop the op index)
     )
 
 

@@ -33,7 +33,7 @@ _ALL: tuple[type[Pass], ...] = (
 # Pass name -> pass class, for pipeline strings and --list-passes.
 PASSES: dict[str, type[Pass]] = {pass_class.name: pass_class for pass_class in _ALL}
 
-# The execution forms a pipeline can end in, and the pass that produces each.
+# The execution forms a pipeline can put a program in, and the pass that does.
 # Partitions are what pmapc runs through jax.jit.
 TARGETS: dict[str, type[Pass]] = {"partitions": ToPartitionsPass, "replicas": ToReplicasPass}
 DEFAULT_TARGET = "partitions"

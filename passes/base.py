@@ -42,6 +42,10 @@ class Analyses:
             self._results[analysis] = analysis(module)
         return self._results[analysis]
 
+    def cached(self, analysis: Callable[[ir.Module], Result]) -> Result | None:
+        """The result of `analysis` if it is at hand (None: it would have to be computed)."""
+        return self._results.get(analysis)
+
     def preserve(self, analysis: Callable[[ir.Module], Result], result: Result) -> None:
         """Say that `result` is `analysis(module)` for the IR the running pass leaves
         (MLIR's markAnalysesPreserved, with the result brought up to date)."""

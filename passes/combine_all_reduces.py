@@ -156,4 +156,4 @@ def combine(group: _Group) -> None:
     hlo.build_reducer(combined.regions[0], ir.element_type_of(operands[0].type), reducer, loc=loc)
     for op, result in zip(members, combined.results):
         op.results[0].replace_all_uses_with(result)
-        op.erase()
+        ir.erase(op)

@@ -36,7 +36,7 @@ from pmapc.dialect import CollectiveView
 from pmapc.errors import Category, ShapeError
 from pmapc.mesh import Mesh, axis_index_terms, permutation_pairs, replica_groups_for
 from pmapc.passes.base import Analyses
-from pmapc.passes.op_index import INDEXED, OpIndex, index_of, op_index
+from pmapc.passes.op_index import Placements, index_of
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,29 +49,34 @@ class LowerCollectivesPass:
     def run(self, module: ir.Module, analyses: Analyses | None = None) -> bool:
         views = dialect.Views()
         index = index_of(module, analyses)
-        ops = []
-        for op in index.ops(dialect.CUSTOM_CALL):
-            target = views.target(op)
+        ops = []  # index entries
+        for entry in index.entries(dialect.CUSTOM_CALL):
+            target = views.target(entry[1])
             if target == dialect.MAP_TARGET:
-                raise dialect.error_at(op, "'pmapc.map' is still here; run flatten-maps "
-                                       "before lower-collectives")
+                raise dialect.error_at(entry[1], "'pmapc.map' is still here; run "
+                                       "flatten-maps before lower-collectives")
             if dialect.is_pmapc_target(target):
-                ops.append(op)
-        lowering = Lowering(dialect.mesh_of(module), views)
-        with ir.recording_created_ops() as created:
-            built = {id(op): lowering.lower(op, created) for op in ops}
-        lowering.finish()
-        if analyses is not None and ops:
-            analyses.preserve(op_index, lowering.updated(index, built))
+                ops.append(entry)
+        with ir.recording_edits() as edits:
+            placements = Placements(edits)
+            lowering = Lowering(dialect.mesh_of(module), views, placements)
+            for _, op, key in ops:
+                mark = placements.mark()
+                lowering.lower(op)
+                placements.replace(key, mark)
+            lowering.finish()
+        if ops:
+            placements.preserve(analyses, index)
         return bool(ops)
 
 
 class Lowering:
     """The state of one run: the mesh, and values, groups and ops built once."""
 
-    def __init__(self, mesh: Mesh, views: dialect.Views):
+    def __init__(self, mesh: Mesh, views: dialect.Views, placements: Placements):
         self.mesh = mesh
         self.views = views
+        self.placements = placements  # where the ops built stand, for the op index
         # Values computed once per function: the replica id, and axis indices by axes.
         self.entry_values: dict[object, ir.Value] = {}
         self.anchors: dict[ir.Operation, ir.Operation] = {}
@@ -81,40 +86,19 @@ class Lowering:
         self.checked: set[tuple] = set()
         # The first op built for each key (see `cloned`).
         self.templates: dict[tuple, ir.Operation] = {}
-        # The indexed ops built at the top of each function (by name), in order.
-        self.entry_ops: dict[str, list[tuple[str, ir.Operation]]] = {}
-        self.entry_op_ids: set[int] = set()
 
-    def lower(self, op: ir.Operation, created: list[tuple[str, ir.Operation]]
-              ) -> list[tuple[str, ir.Operation]]:
-        """Replace `op` by what its rule builds; (name, op) of the indexed ops built, in
-        program order (for the op index; not those at the top of the function, which
-        `entry_ops` has). `created` is the recording of the ops built."""
+    def lower(self, op: ir.Operation) -> None:
+        """Replace `op` by what its rule builds."""
         view = self.views.collective(op)
         if (view.kind, view.config) not in self.checked:
             self.check_axes(view)
             self.check_index_groups(view)
             self.checked.add((view.kind, view.config))
         rule = RULES[view.collective]
-        start = len(created)
         results = rule(self, view, ip=ir.InsertionPoint(op), loc=op.location)
         for old, new in zip(op.results, results):
             old.replace_all_uses_with(new)
-        op.erase()
-        return [entry for entry in created[start:]
-                if entry[0] in INDEXED and id(entry[1]) not in self.entry_op_ids]
-
-    def updated(self, index: OpIndex, built: dict[int, list]) -> OpIndex:
-        """`index` with each lowered op replaced by what was built for it, and the values
-        built at the top of each function first."""
-        functions = {}
-        for function, entries in index.functions.items():
-            updated = list(self.entry_ops.get(function, ()))
-            for entry in entries:
-                replacement = built.get(id(entry[1]))
-                updated.extend([entry] if replacement is None else replacement)
-            functions[function] = updated
-        return OpIndex(functions)
+        op.erase()  # not recorded: run() tells the op index (Placements.replace)
 
     def check_axes(self, view: CollectiveView) -> None:
         for axis in view.axes:
@@ -193,11 +177,8 @@ class Lowering:
         """The device's id as i32, read once at the top of `function`."""
         if function not in self.entry_values:
             ip = self.entry_point(function)
-            device = hlo.replica_id(loc=loc, ip=ip)
-            built = ir.value_owner_op(device)
-            self.entry_ops.setdefault(ir.symbol_name(function), []).append(
-                ("stablehlo.replica_id", built))
-            self.entry_op_ids.add(id(built))  # the op `create_op` recorded
+            with self.placements.at_start_of(ir.symbol_name(function)):
+                device = hlo.replica_id(loc=loc, ip=ip)
             self.entry_values[function] = hlo.convert(device, ir.i32_type(), loc=loc, ip=ip)
         return self.entry_values[function]
 
@@ -215,7 +196,7 @@ class Lowering:
 
     def finish(self) -> None:
         for placeholder in self.anchors.values():
-            placeholder.erase()
+            ir.erase(placeholder)
 
 
 def function_of(op: ir.Operation) -> ir.Operation:

@@ -104,7 +104,7 @@ def untiled_gather(value: ir.Value) -> tuple[ir.Operation, str, int] | None:
 
 def erase_if_unused(op: ir.Operation | None) -> None:
     if op is not None and all(not list(result.uses) for result in op.results):
-        op.erase()
+        ir.erase(op)
 
 
 def erase_unused_reshapes(value: ir.Value) -> None:
@@ -113,14 +113,14 @@ def erase_unused_reshapes(value: ir.Value) -> None:
     while op is not None and op.name == "stablehlo.reshape" and not any(
             list(result.uses) for result in op.results):
         source = op.operands[0]
-        op.erase()
+        ir.erase(op)
         op = defining_op(source)
 
 
 def erase_slice(op: ir.Operation) -> None:
     """Erase a `dynamic_slice` whose result is unused, and the start indices only it used."""
     starts = {defining_op(start) for start in op.operands[1:]} - {None}
-    op.erase()
+    ir.erase(op)
     for start in starts:
         erase_if_unused(start)
 

@@ -41,4 +41,4 @@ def fold_reshape(op: ir.Operation) -> None:
         patterns.erase_if_unused(producer)
     if source.type == op.results[0].type:
         op.results[0].replace_all_uses_with(source)
-        op.erase()
+        ir.erase(op)

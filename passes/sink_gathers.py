@@ -25,7 +25,7 @@ from typing import ClassVar
 from pmapc import collectives, dialect, hlo, ir
 from pmapc.passes import patterns
 from pmapc.passes.base import Analyses
-from pmapc.passes.op_index import index_of
+from pmapc.passes.op_index import Placements, index_of
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,7 +33,7 @@ class SinkGathersPass:
     """Return gathered inner-map outputs as split results, without the all_gather."""
 
     name: ClassVar[str] = "sink-gathers"
-    uses_analyses: ClassVar[bool] = True  # the op index
+    uses_analyses: ClassVar[bool] = True  # the op index (preserved unless gathers moved)
 
     def run(self, module: ir.Module, analyses: Analyses | None = None) -> bool:
         if dialect.read_mesh(module) is None:
@@ -41,8 +41,15 @@ class SinkGathersPass:
         main = ir.functions(module)["main"]
         block = ir.function_entry_block(main)
         returned = ir.terminator(block)
-        changed = push_gathers_down(index_of(module, analyses).ops(dialect.CUSTOM_CALL, "main"))
-        changed |= patterns.repeat_until_unchanged(lambda: sink_results(main, returned))
+        index = index_of(module, analyses)
+        moved = push_gathers_down(index.ops(dialect.CUSTOM_CALL, "main"))
+        with ir.recording_edits() as edits:
+            placements = Placements(edits)
+            with placements.at_end_of("main"):  # the block of each result goes before return
+                sunk = patterns.repeat_until_unchanged(lambda: sink_results(main, returned))
+        changed = moved or sunk
+        if sunk and not moved:
+            placements.preserve(analyses, index)
         if changed:
             ir.set_function_type(main, [a.type for a in block.arguments],
                                  [v.type for v in returned.operands])
@@ -153,8 +160,8 @@ def regather(op: ir.Operation, gather: ir.Operation, local: ir.Value, axis: str,
         collectives.ALL_GATHER.kind, [local], [op.results[0].type], [axis],
         loc=gather.location, ip=ir.InsertionPoint(op), all_gather_dimension=dim, tiled=False)
     op.results[0].replace_all_uses_with(stacked.result)
-    op.erase()
-    gather.erase()
+    ir.erase(op)
+    ir.erase(gather)
     return stacked
 
 

@@ -18,6 +18,8 @@ from typing import ClassVar
 from pmapc import dialect, hlo, ir
 from pmapc.mesh import Mesh
 from pmapc.passes import patterns
+from pmapc.passes.base import Analyses
+from pmapc.passes.op_index import Placements, op_index
 
 
 @dataclasses.dataclass(frozen=True)
@@ -25,29 +27,36 @@ class SinkSlicesPass:
     """Split @main's arguments over the inner axes whose slices are all the program uses."""
 
     name: ClassVar[str] = "sink-slices"
+    uses_analyses: ClassVar[bool] = True  # preserves the op index
 
-    def run(self, module: ir.Module) -> bool:
+    def run(self, module: ir.Module, analyses: Analyses | None = None) -> bool:
         mesh = dialect.read_mesh(module)
         if mesh is None:
             return False
         main = ir.functions(module)["main"]
-        changed = patterns.repeat_until_unchanged(lambda: sink_arguments(main, mesh))
+        index = analyses.cached(op_index) if analyses is not None else None
+        with ir.recording_edits() as edits:
+            placements = Placements(edits)
+            changed = patterns.repeat_until_unchanged(
+                lambda: sink_arguments(main, mesh, placements))
         if changed:
             block = ir.function_entry_block(main)
             ir.set_function_type(main, [a.type for a in block.arguments],
                                  ir.function_type(main).results)
+            placements.preserve(analyses, index)
         return changed
 
 
-def sink_arguments(main, mesh: Mesh) -> bool:
+def sink_arguments(main, mesh: Mesh, placements: Placements) -> bool:
     """Split every argument that can be over one more axis; whether any was."""
     changed = False
     for index, arg in enumerate(ir.function_entry_block(main).arguments):
-        changed |= sink_argument(main, index, arg, mesh)
+        changed |= sink_argument(main, index, arg, mesh, placements)
     return changed
 
 
-def sink_argument(main, index: int, arg: ir.Value, mesh: Mesh) -> bool:
+def sink_argument(main, index: int, arg: ir.Value, mesh: Mesh,
+                  placements: Placements) -> bool:
     slices = own_slices_through_views(arg)
     if not slices:
         return False
@@ -67,7 +76,8 @@ def sink_argument(main, index: int, arg: ir.Value, mesh: Mesh) -> bool:
     ir.set_value_type(arg, ir.tensor_type(shape, ir.element_type_of(arg.type)))
     ir.set_arg_attr(main, "arg", index, dialect.SPLIT_ATTR, dialect.split_attr(split))
     for op, _, _ in slices:
-        replace_slice(op, arg)
+        with placements.in_place(op):
+            replace_slice(op, arg)
     return True
 
 

@@ -30,7 +30,7 @@ from typing import ClassVar
 from pmapc import dialect, ir
 from pmapc.errors import PipelineError
 from pmapc.passes.base import Analyses
-from pmapc.passes.op_index import index_of
+from pmapc.passes.op_index import OpIndex, Placements, index_of
 
 NUM_REPLICAS = "mhlo.num_replicas"
 NUM_PARTITIONS = "mhlo.num_partitions"
@@ -58,7 +58,7 @@ class ToPartitionsPass:
 
     name: ClassVar[str] = "to-partitions"
     first_channel: int = 1
-    uses_analyses: ClassVar[bool] = True  # the op index
+    uses_analyses: ClassVar[bool] = True  # the op index, which it preserves
 
     def __post_init__(self) -> None:
         if self.first_channel < 1:
@@ -66,26 +66,36 @@ class ToPartitionsPass:
                                 f"least 1, got {self.first_channel}")
 
     def run(self, module: ir.Module, analyses: Analyses | None = None) -> bool:
-        device_ids, collectives = device_ops(module, self.name, analyses)
-        changed = False
-        for op in device_ids:
-            changed |= replace_device_id(op, "stablehlo.partition_id")
-        singles = [single for op in collectives for single in split_all_reduce(op)]
-        changed |= len(singles) != len(collectives)
+        index = index_of(module, analyses)
+        device_ids, collectives = device_ops(index, self.name)
+        with ir.recording_edits() as edits:
+            placements = Placements(edits)
+            changed = replace_device_ids(device_ids, "stablehlo.partition_id", placements)
+            singles = []
+            for op in collectives:
+                if is_variadic_all_reduce(op):
+                    with placements.in_place(op):
+                        singles.extend(split_all_reduce(op))
+                    changed = True
+                else:
+                    singles.append(op)
         global_ids = ir.unit_attr()
         for handle, op in enumerate(singles, start=self.first_channel):
             changed |= set_attribute(op, CHANNEL_HANDLE, ir.channel_handle_attr(handle))
             if op.name in WITH_GLOBAL_DEVICE_IDS:
                 changed |= set_attribute(op, GLOBAL_DEVICE_IDS, global_ids)
         changed |= set_device_counts(module, replicas=1, partitions=device_count(module))
+        placements.preserve(analyses, index)
         return changed
+
+
+def is_variadic_all_reduce(op: ir.Operation) -> bool:
+    return op.name == "stablehlo.all_reduce" and len(op.operands) > 1
 
 
 def split_all_reduce(op: ir.Operation) -> list[ir.Operation]:
     """A variadic all_reduce as one all_reduce per operand, with its reducer and
-    attributes; any other collective as it is."""
-    if op.name != "stablehlo.all_reduce" or len(op.operands) < 2:
-        return [op]
+    attributes."""
     operands = list(op.operands)
     ip, attributes = ir.InsertionPoint(op), op.attributes
     first = ir.create_op(op.name, operands[:1], [operands[0].type],
@@ -94,13 +104,13 @@ def split_all_reduce(op: ir.Operation) -> list[ir.Operation]:
     op.regions[0].blocks[0].append_to(first.regions[0])
     singles = [first]
     for operand in operands[1:]:
-        single = first.clone(ip=ip)
+        single = ir.clone(first, ip)
         single.operands[0] = operand
         ir.set_value_type(single.result, operand.type)
         singles.append(single)
     for old, single in zip(op.results, singles):
         old.replace_all_uses_with(single.result)
-    op.erase()
+    ir.erase(op)
     return singles
 
 
@@ -108,16 +118,15 @@ def split_all_reduce(op: ir.Operation) -> list[ir.Operation]:
 # Shared with to-replicas
 
 
-def device_ops(module: ir.Module, pass_name: str, analyses: Analyses | None = None
-               ) -> tuple[list, list]:
-    """(device-id ops, collectives) of every function, in op order.
+def device_ops(index: OpIndex, pass_name: str) -> tuple[list, list]:
+    """(device-id ops, collectives) of every function of the indexed module, in op order.
 
     Refuses what is not a lowered program of one of the two forms: a `pmapc.*`
     op, or a collective whose groups name replicas of a replica-and-partition
     program (a channel handle without use_global_device_ids).
     """
     device_ids, collectives = [], []
-    for op in index_of(module, analyses).ops(_DEVICE_OPS):
+    for op in index.ops(_DEVICE_OPS):
         name = op.name
         if name in DEVICE_IDS:
             device_ids.append(op)
@@ -148,13 +157,23 @@ def check_groups_name_devices(op: ir.Operation, pass_name: str) -> None:
                            "handle for replica groups)")
 
 
+def replace_device_ids(ops: list[ir.Operation], name: str, placements: Placements) -> bool:
+    """Replace each replica_id or partition_id op by `name` (noting the new ops in
+    `placements`); whether any was replaced."""
+    changed = False
+    for op in ops:
+        with placements.in_place(op):
+            changed |= replace_device_id(op, name)
+    return changed
+
+
 def replace_device_id(op: ir.Operation, name: str) -> bool:
     """Replace a replica_id or partition_id op by `name`; whether anything changed."""
     if op.name == name:
         return False
     new = ir.create_op(name, [], [op.result.type], loc=op.location, ip=ir.InsertionPoint(op))
     op.result.replace_all_uses_with(new.result)
-    op.erase()
+    ir.erase(op)
     return True
 
 

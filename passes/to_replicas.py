@@ -19,13 +19,14 @@ from typing import ClassVar
 
 from pmapc import ir
 from pmapc.passes.base import Analyses
+from pmapc.passes.op_index import Placements, index_of
 from pmapc.passes.to_partitions import (
     CHANNEL_HANDLE,
     GLOBAL_DEVICE_IDS,
     device_count,
     device_ops,
     drop_attribute,
-    replace_device_id,
+    replace_device_ids,
     set_device_counts,
 )
 
@@ -35,13 +36,15 @@ class ToReplicasPass:
     """Put a lowered program in replica form (one replica per device): replica_id, no channels."""
 
     name: ClassVar[str] = "to-replicas"
-    uses_analyses: ClassVar[bool] = True  # the op index
+    uses_analyses: ClassVar[bool] = True  # the op index, which it preserves
 
     def run(self, module: ir.Module, analyses: Analyses | None = None) -> bool:
-        device_ids, collectives = device_ops(module, self.name, analyses)
-        changed = False
-        for op in device_ids:
-            changed |= replace_device_id(op, "stablehlo.replica_id")
+        index = index_of(module, analyses)
+        device_ids, collectives = device_ops(index, self.name)
+        with ir.recording_edits() as edits:
+            placements = Placements(edits)
+            changed = replace_device_ids(device_ids, "stablehlo.replica_id", placements)
+        placements.preserve(analyses, index)
         for op in collectives:
             changed |= drop_attribute(op, CHANNEL_HANDLE)
             changed |= drop_attribute(op, GLOBAL_DEVICE_IDS)

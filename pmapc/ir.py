@@ -9,6 +9,7 @@ changes and nothing else.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 from collections.abc import Collection, Iterator, Sequence
 
 import numpy as np
@@ -413,7 +414,7 @@ def create_op(
         ip=ip,
     )
     if _recordings:
-        _recordings[-1].append((name, op.operation))
+        _recordings[-1].note_created(name, op.operation)
     return op
 
 
@@ -421,23 +422,82 @@ def clone(op: ir.Operation, ip: ir.InsertionPoint) -> ir.Operation:
     """A deep copy of `op` at `ip` (recorded as one op: its nested ops are not listed)."""
     copy = op.clone(ip=ip)
     if _recordings:
-        _recordings[-1].append((op.name, copy.operation))
+        _recordings[-1].note_created(op.name, copy.operation)
     return copy
 
 
-# The lists of the recordings in progress; create_op and clone add to the innermost.
-_recordings: list[list[tuple[str, ir.Operation]]] = []
+def erase(op: ir.Operation) -> None:
+    """Erase `op` (recorded as one op: its nested ops are not listed)."""
+    if _recordings:
+        _recordings[-1].note_erased(op)
+    op.erase()
+
+
+def op_key(op: ir.Operation) -> int:
+    """An op's identity while it lives: its address.
+
+    The bindings make a new Python object each time an op is reached, hash an op by
+    its contents, and erasing an op through one object invalidates that object
+    only; so passes that track ops across rewrites key them by address, taken
+    while the op lives (an erased op's address can come back for a new op).
+    """
+    return _capsule_pointer(op._CAPIPtr, _OPERATION_CAPSULE)
+
+
+_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_pointer.restype = ctypes.c_void_p
+_capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_OPERATION_CAPSULE = b"jaxlib.mlir.ir.Operation._CAPIPtr"  # the name the bindings give it
+
+
+class Edits:
+    """What `create_op`, `clone` and `erase` did while a recording was on, step by step.
+
+    `created` holds (name, op, step) of each op made, in creation order. An op
+    erased through another Python object than the one that reached it before
+    is known by its address (`op_key`), which a later op can reuse: so an op
+    made at `step` is gone only if its address was erased after that step.
+    """
+
+    def __init__(self) -> None:
+        self.created: list[tuple[str, ir.Operation, int]] = []
+        self._erased_keys: dict[int, int] = {}  # address -> the step it was last erased at
+        self._erased_objects: dict[int, ir.Operation] = {}  # by id (held: ids stay unique)
+        self._step = 0
+
+    def note_created(self, name: str, op: ir.Operation) -> None:
+        self._step += 1
+        self.created.append((name, op, self._step))
+
+    def note_erased(self, op: ir.Operation) -> None:
+        self._step += 1
+        self._erased_keys[op_key(op)] = self._step
+        self._erased_objects[id(op)] = op
+
+    def alive(self, key: int) -> bool:
+        """Whether the op at address `key`, there before the recording, still is."""
+        return key not in self._erased_keys
+
+    def key_if_alive(self, op: ir.Operation, step: int) -> int | None:
+        """The address of `op`, made at `step`, if it is still there."""
+        if id(op) in self._erased_objects:
+            return None  # erased through this very object (which that invalidated)
+        key = op_key(op)
+        return key if self._erased_keys.get(key, -1) < step else None
+
+
+# The recordings in progress; create_op, clone and erase note in the innermost.
+_recordings: list[Edits] = []
 
 
 @contextlib.contextmanager
-def recording_created_ops() -> Iterator[list[tuple[str, ir.Operation]]]:
-    """(name, op) of each op `create_op` and `clone` make inside the `with` block, in
-    creation order (for a pass that brings an index of ops up to date with what it
-    built)."""
-    created: list[tuple[str, ir.Operation]] = []
-    _recordings.append(created)
+def recording_edits() -> Iterator[Edits]:
+    """Record the ops made and erased inside the `with` block (for a pass that brings
+    an index of ops up to date with its rewrites)."""
+    edits = Edits()
+    _recordings.append(edits)
     try:
-        yield created
+        yield edits
     finally:
         _recordings.pop()
 
@@ -468,15 +528,16 @@ def walk(op: ir.Operation, names: str | Collection[str] | None = None) -> list[i
     return found
 
 
-def walk_named(op: ir.Operation, names: Collection[str]) -> list[tuple[str, ir.Operation]]:
-    """(name, op) of every op named one of `names` nested inside `op`, in pre-order
-    (each name read once, for callers that sort the ops by name)."""
-    found: list[tuple[str, ir.Operation]] = []
+def walk_named(op: ir.Operation, names: Collection[str]
+               ) -> list[tuple[str, ir.Operation, int]]:
+    """(name, op, op_key(op)) of every op named one of `names` nested inside `op`, in
+    pre-order (each name read once, for callers that sort the ops by name)."""
+    found: list[tuple[str, ir.Operation, int]] = []
 
     def visit(nested: ir.Operation) -> ir.WalkResult:
         name = nested.name
         if name in names:
-            found.append((name, nested))
+            found.append((name, nested, op_key(nested)))
         return ir.WalkResult.ADVANCE
 
     op.walk(visit, ir.WalkOrder.PRE_ORDER)

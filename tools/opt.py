@@ -150,6 +150,7 @@ def list_passes() -> int:
     for name in PIPELINES:
         print(f"  --{name:<20} {describe(name)}")
     choices = "|".join(TARGETS)
-    ends = " or ".join(target.name for target in TARGETS.values())
-    print(f"  {{target={choices}}} (default {DEFAULT_TARGET}): the pipeline ends in {ends}")
+    passes = " or ".join(target.name for target in TARGETS.values())
+    print(f"  {{target={choices}}} (default {DEFAULT_TARGET}): the form the pipeline puts the "
+          f"program in, by {passes}")
     return 0

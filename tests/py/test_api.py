@@ -27,7 +27,7 @@ def test_lower_exposes_every_stage():
     lowered = nested_psum().lower(x)
     assert list(lowered.stages) == [
         "pmapc", "verify-axes", "flatten-maps", "fold-gather-slice", "sink-slices",
-        "sink-gathers", "lower-collectives", "combine-all-reduces", "simplify", "to-partitions",
+        "sink-gathers", "lower-collectives", "combine-all-reduces", "to-partitions", "simplify",
         "stablehlo"]
     assert "@pmapc.map" in lowered.as_text("pmapc")
     assert "pmapc.mesh" in lowered.as_text("flatten-maps")

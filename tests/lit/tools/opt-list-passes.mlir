@@ -12,5 +12,5 @@
 // CHECK: --to-replicas {{ *}}Put a lowered program in replica form
 // CHECK: Pipelines:
 // CHECK: --pmapc-lower {{ *}}verify-axes,flatten-maps,lower-collectives,to-partitions{{$}}
-// CHECK: --pmapc-to-stablehlo {{ *}}verify-axes,flatten-maps,{{.*}},simplify,to-partitions{{$}}
-// CHECK: {target=partitions|replicas} (default partitions): the pipeline ends in to-partitions or to-replicas
+// CHECK: --pmapc-to-stablehlo {{ *}}verify-axes,flatten-maps,{{.*}},combine-all-reduces,to-partitions,simplify{{$}}
+// CHECK: {target=partitions|replicas} (default partitions): the form the pipeline puts the program in, by to-partitions or to-replicas
