@@ -484,6 +484,36 @@ def test_ppermute_inside_fori_loop(rng):
     check_against_vmap(nested_2x4(body), small_ints(rng, (2, 4, 3)))
 
 
+def test_inner_map_inside_a_loop_of_the_outer_body(rng):
+    """An inner map called in a fori_loop: flattening inlines its body into the loop's
+    block, whose arguments are the loop's carried values (flatten-maps' splice)."""
+    def inner(v):
+        scaled = v * 2.0 + lax.axis_index("model")
+        return lax.psum(scaled, "model") * 0.25 - lax.pmax(v, "data") + 1.0
+
+    def build(mapper):
+        def outer(x):
+            mapped = mapper(inner, "model", in_axes=0, out_axes=0)
+            return lax.fori_loop(0, 3, lambda i, v: mapped(v) * 0.5 + i, x)
+
+        return mapper(outer, "data", in_axes=0, out_axes=0)
+
+    check_against_vmap(build, small_ints(rng, (2, 4, 3)).astype(np.float32))
+
+
+def test_inner_map_in_both_branches_of_a_cond(rng):
+    def build(mapper):
+        def outer(x, pick):
+            up = mapper(lambda v: lax.psum(v, "model") + v, "model", in_axes=0, out_axes=0)
+            down = mapper(lambda v: lax.pmin(v * 3.0, "model"), "model", in_axes=0, out_axes=0)
+            return lax.cond(pick > 0, up, down, x)
+
+        return mapper(outer, "data", in_axes=(0, 0), out_axes=0)
+
+    x = small_ints(rng, (2, 4, 3)).astype(np.float32)
+    check_against_vmap(build, x, np.array([1, 0], np.int32))
+
+
 def test_while_loop_with_a_psum_condition(rng):
     def body(x):
         def not_done(state):
