@@ -32,7 +32,8 @@ from pmapc import collectives, dialect, hlo, ir
 from pmapc.errors import Category
 from pmapc.layout import Chain, Layout
 from pmapc.passes.base import Analyses
-from pmapc.passes.nesting import Inlining, Nesting
+from pmapc.passes.nesting import Contents, Inlining, Nesting, walk_contents
+from pmapc.passes.op_index import Entry, OpIndex, indexed, op_index
 from pmapc.passes.verify_axes import unbound_axis_message, verified_nesting
 
 
@@ -52,8 +53,12 @@ class FlattenMapsPass:
         nesting = (analyses.get(verified_nesting, module) if analyses is not None
                    else verified_nesting(module))
         layout = nesting.layout()
-        _Flattener(module, nesting, layout, self.split_entry, views).run()
+        with ir.recording_edits() as edits:
+            flattener = _Flattener(module, nesting, layout, self.split_entry, views, edits)
+            flattener.run()
         dialect.write_mesh(module, layout.mesh)
+        if analyses is not None:
+            analyses.preserve(op_index, flattener.op_index())
         return True
 
 
@@ -62,7 +67,12 @@ NOT_RENAMED = object()  # a collective whose axis names are already its mesh axe
 
 class _Flattener:
     def __init__(self, module: ir.Module, nesting: Nesting, layout: Layout, split_entry: bool,
-                 views: dialect.Views):
+                 views: dialect.Views, edits: ir.Edits):
+        self.module = module
+        self.edits = edits
+        # By id of each map or call inlined: the indexed ops that took its place (the
+        # op index of the result is the walks' entries with these expanded).
+        self.expansions: dict[int, list[Entry]] = {}
         self.layout = layout
         self.split_entry = split_entry
         self.views = views
@@ -80,7 +90,7 @@ class _Flattener:
     def run(self) -> None:
         if self.split_entry:
             self.split_entry_arguments()
-        self.scan(*self.calls.contents_of("main"), scope=())
+        self.scan(self.calls.contents_of("main"), scope=())
         while self.worklist:
             op, scope = self.worklist.popleft()
             if self.views.is_map(op):
@@ -92,15 +102,15 @@ class _Flattener:
 
     # -- scanning ------------------------------------------------------------
 
-    def scan(self, custom_calls: list, calls: list, scope: Chain) -> None:
+    def scan(self, contents: Contents, scope: Chain) -> None:
         """Queue the maps and calls of a body and resolve its collectives' axes."""
-        for op in custom_calls:
+        for op in contents.custom_calls:
             target = self.views.target(op)
             if target == dialect.MAP_TARGET:
                 self.worklist.append((op, scope))
             elif dialect.is_pmapc_target(target):
                 self.resolve_axes(op, scope)
-        for op in calls:
+        for op in contents.calls:
             if self.calls.inlines(ir.callee_of(op)):
                 self.worklist.append((op, scope))
 
@@ -141,25 +151,36 @@ class _Flattener:
         chain = (*scope, (view.axis_name, view.axis_size))
         axes = self.mesh_axes(chain)
         ip, loc = ir.InsertionPoint(op), op.location
+        mark = len(self.edits.created)
         args = [
             self.slice_operand(operand, in_axis, axes, ip=ip, loc=loc)
             for operand, in_axis in zip(op.operands, view.in_axes)
         ]
-        body_results = self.inline_body(view.callee, args, chain, op)
+        slices = self.built_since(mark)
+        body_results, body = self.inline_body(view.callee, args, chain, op)
         ip = ir.InsertionPoint(op)  # the block `op` stands in may be new (`splice`)
+        mark = len(self.edits.created)
         for result, value, out_axis in zip(op.results, body_results, view.out_axes):
             self.replace_map_result(result, value, out_axis, axes, at_entry=not scope,
                                     ip=ip, loc=loc)
+        self.expansions[id(op)] = [*slices, *body, *self.built_since(mark)]
         op.erase()
 
     def inline_call(self, op: ir.Operation, scope: Chain) -> None:
-        results = self.inline_body(ir.callee_of(op), list(op.operands), scope, op)
+        results, body = self.inline_body(ir.callee_of(op), list(op.operands), scope, op)
         for result, value in zip(op.results, results):
             result.replace_all_uses_with(value)
+        self.expansions[id(op)] = body
         op.erase()
 
-    def inline_body(self, name: str, args, scope: Chain, site: ir.Operation) -> list[ir.Value]:
-        """Put function `name`'s body before `site`, with `args` for its arguments.
+    def built_since(self, mark: int) -> list[Entry]:
+        """The indexed ops built since `mark` (they stay: nothing here erases them)."""
+        return [(name, op, ir.op_key(op)) for name, op, _ in indexed(self.edits.created[mark:])]
+
+    def inline_body(self, name: str, args, scope: Chain, site: ir.Operation
+                    ) -> tuple[list[ir.Value], list[Entry]]:
+        """Put function `name`'s body before `site`, with `args` for its arguments: the
+        values it returned, and the op-index entries of its ops.
 
         The body's last inlining takes the function's own ops (unless a func.call
         that stays calls it); earlier ones a copy, made whole (one native clone).
@@ -173,14 +194,14 @@ class _Flattener:
             contents = self.calls.contents_of(name)
         else:
             function = ir.detached_clone(self.functions[name])
-            contents = ir.walk_custom_calls_and_calls(function)
+            contents = walk_contents(function)
         block = ir.function_entry_block(function)
         for argument, value in zip(block.arguments, args):
             argument.replace_all_uses_with(value)
-        self.scan(*contents, scope)
+        self.scan(contents, scope)
         results = self.splice(block, site)
         function.erase()
-        return results
+        return results, contents.entries
 
     def splice(self, body: ir.Block, site: ir.Operation) -> list[ir.Value]:
         """Move the ops of a function's block `body` (its arguments unused by now) before
@@ -327,7 +348,24 @@ class _Flattener:
             if name in reachable or name not in self.functions:
                 continue
             reachable.add(name)
-            pending.extend(ir.callee_of(op) for op in self.calls.contents_of(name)[1])
+            pending.extend(ir.callee_of(op) for op in self.calls.contents_of(name).calls)
         for name, function in self.functions.items():
             if name not in reachable:
                 function.erase()
+
+    def op_index(self) -> OpIndex:
+        """The op index of the flattened module: the walks of the functions left, with
+        each map and call inlined into them replaced by what took its place."""
+
+        def expand(entries: list[Entry]) -> list[Entry]:
+            expanded = []
+            for entry in entries:
+                expansion = self.expansions.get(id(entry[1]))
+                if expansion is None:
+                    expanded.append(entry)
+                else:
+                    expanded.extend(expand(expansion))
+            return expanded
+
+        return OpIndex({name: expand(self.calls.contents_of(name).entries)
+                        for name in ir.functions(self.module)})

@@ -22,6 +22,24 @@ from collections.abc import Callable
 from pmapc import dialect, ir, layout
 from pmapc.errors import Category, Diagnostic, DiagnosticError
 from pmapc.layout import Chain
+from pmapc.passes.op_index import INDEXED, Entry
+
+
+@dataclasses.dataclass
+class Contents:
+    """What one walk of a function found: its ops with indexed names (op-index
+    entries, `op_index.INDEXED`, func.calls included), and among them its
+    custom_calls and func.calls, each in pre-order."""
+
+    entries: list[Entry]
+    custom_calls: list[ir.Operation]
+    calls: list[ir.Operation]
+
+
+def walk_contents(function: ir.Operation) -> Contents:
+    entries = ir.walk_named(function, INDEXED)
+    return Contents(entries, [op for name, op, _ in entries if name == dialect.CUSTOM_CALL],
+                    [op for name, op, _ in entries if name == "func.call"])
 
 
 @dataclasses.dataclass
@@ -29,12 +47,12 @@ class Nesting:
     """Every chain of maps in the program, and the mesh they share.
 
     `contents` holds what the analysis walked: each function reached from
-    `@main`, by name, with its custom_calls and func.calls in pre-order.
+    `@main`, by name.
     """
 
     chains: list[Chain] = dataclasses.field(default_factory=list)
     factors: tuple[int, ...] = ()
-    contents: dict[str, tuple[list, list]] = dataclasses.field(default_factory=dict)
+    contents: dict[str, Contents] = dataclasses.field(default_factory=dict)
 
     @staticmethod
     def resolve(scope: Chain, name: str) -> int | None:
@@ -103,11 +121,10 @@ class _Walker:
         self.path.append(name)
         contents = self.nesting.contents  # each function walked once, for all its scopes
         if name not in contents:
-            contents[name] = ir.walk_custom_calls_and_calls(function)
-        custom_calls, calls = contents[name]
-        for op in custom_calls:
+            contents[name] = walk_contents(function)
+        for op in contents[name].custom_calls:
             self.visit_custom_call(op, scope)
-        for op in calls:
+        for op in contents[name].calls:
             callee = ir.callee_of(op)
             if callee in self.functions:
                 self.visit_function(callee, scope, op)
@@ -156,12 +173,12 @@ class Inlining:
     maps or collectives, directly or through calls, and otherwise stays (its
     callee is then `kept_callees`). `counts` says how many times each body is
     inlined: once per map or call of it, times the inlinings of the function that
-    holds that map or call. `contents` are the functions' custom_calls and
-    func.calls as `analyze` walked them (others are walked when first needed).
+    holds that map or call. `contents` are the functions as `analyze` walked
+    them (others are walked when first needed).
     """
 
     def __init__(self, functions: dict[str, ir.Operation],
-                 contents: dict[str, tuple[list, list]], views: dialect.Views):
+                 contents: dict[str, Contents], views: dialect.Views):
         self.functions = functions
         self.contents = dict(contents)
         self.views = views
@@ -169,26 +186,28 @@ class Inlining:
         self.kept_callees: set[str] = set()
         self.counts = self._count()
 
-    def contents_of(self, name: str) -> tuple[list, list]:
-        """Function `name`'s (custom_calls, func.calls), in pre-order."""
+    def contents_of(self, name: str) -> Contents:
         if name not in self.contents:
-            self.contents[name] = ir.walk_custom_calls_and_calls(self.functions[name])
+            self.contents[name] = walk_contents(self.functions[name])
         return self.contents[name]
 
     def inlines(self, name: str) -> bool:
         """Whether a func.call of function `name` is inlined."""
         if name not in self._inlines:
             self._inlines[name] = False  # a recursive call holds nothing more
-            custom_calls, calls = self.contents_of(name) if name in self.functions else ([], [])
-            self._inlines[name] = (any(self.views.is_pmapc_op(op) for op in custom_calls)
-                                   or any(self.inlines(ir.callee_of(op)) for op in calls))
+            contents = self.contents_of(name) if name in self.functions else None
+            self._inlines[name] = contents is not None and (
+                any(self.views.is_pmapc_op(op) for op in contents.custom_calls)
+                or any(self.inlines(ir.callee_of(op)) for op in contents.calls))
         return self._inlines[name]
 
     def inlined_callees(self, name: str) -> list[str]:
         """The functions whose bodies the maps and calls in function `name` inline."""
-        custom_calls, calls = self.contents_of(name)
-        callees = [self.views.map(op).callee for op in custom_calls if self.views.is_map(op)]
-        callees.extend(callee for callee in map(ir.callee_of, calls) if self.inlines(callee))
+        contents = self.contents_of(name)
+        callees = [self.views.map(op).callee for op in contents.custom_calls
+                   if self.views.is_map(op)]
+        callees.extend(callee for callee in map(ir.callee_of, contents.calls)
+                       if self.inlines(callee))
         return callees
 
     def _count(self) -> collections.Counter:
@@ -197,7 +216,7 @@ class Inlining:
 
         def visit(name: str) -> None:
             seen.add(name)
-            calls = self.contents_of(name)[1]
+            calls = self.contents_of(name).calls
             self.kept_callees.update(callee for callee in map(ir.callee_of, calls)
                                      if not self.inlines(callee))
             for callee in self.inlined_callees(name):

@@ -6,8 +6,9 @@ the slices, sink-gathers and lower-collectives the custom_calls,
 combine-all-reduces and the target passes the collectives, simplify the
 reshapes) share one walk through `Analyses`. A pass that rewrites a few ops
 and knows where the indexed ops it built stand brings the index up to date
-(`edited`, from the `ir.Edits` it recorded) and preserves it; any other pass
-that changes the IR drops it, and the next pass that needs it walks again.
+(`edited`, from the `ir.Edits` it recorded) and preserves it; flatten-maps
+builds it from the walks of the nesting analysis; any other pass that changes
+the IR drops it, and the next pass that needs it walks again.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pmapc import dialect, ir
 # Every name a pass looks up (asking for another is a pmapc bug, caught by `ops`).
 INDEXED = frozenset((
     dialect.CUSTOM_CALL,
+    "func.call",
     "stablehlo.dynamic_slice",
     "stablehlo.reshape",
     "stablehlo.replica_id",
