@@ -16,7 +16,7 @@ from typing import ClassVar
 
 from pmapc import collectives, hlo, ir
 from pmapc.passes.base import Analyses
-from pmapc.passes.op_index import index_of
+from pmapc.passes.op_index import Entry, index_of, op_index
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,12 +24,13 @@ class CombineAllReducesPass:
     """Combine independent all_reduces over the same groups into one variadic all_reduce."""
 
     name: ClassVar[str] = "combine-all-reduces"
-    uses_analyses: ClassVar[bool] = True  # the op index
+    uses_analyses: ClassVar[bool] = True  # the op index, and the reduction keys
 
     def run(self, module: ir.Module, analyses: Analyses | None = None) -> bool:
         changed = False
-        all_reduces = index_of(module, analyses).ops("stablehlo.all_reduce")
-        for candidates in candidates_by_block(all_reduces):
+        all_reduces = index_of(module, analyses).entries("stablehlo.all_reduce")
+        known = analyses.cached(reduction_keys) if analyses is not None else None
+        for candidates in candidates_by_block(all_reduces, known):
             # One group at a time: combining erases ops that another group may hold as
             # its last operand or first use (a pair of sums over the results of a pair),
             # so the block's groups are found again after each combine. Other blocks
@@ -42,16 +43,24 @@ class CombineAllReducesPass:
         return changed
 
 
-def candidates_by_block(all_reduces: list[ir.Operation]
+def candidates_by_block(all_reduces: list[Entry], known: dict[int, tuple | None] | None
                         ) -> list[list[tuple[ir.Operation, tuple]]]:
     """(all_reduce, reduction_key) of each block holding two or more that could combine,
-    in program order (`all_reduces` is every all_reduce, in program order)."""
+    in program order (`all_reduces` is every all_reduce's op-index entry, in program
+    order; `known`, their `reduction_keys` if at hand)."""
     by_block: dict[ir.Block, list[tuple[ir.Operation, tuple]]] = {}
-    for op in all_reduces:
-        key = reduction_key(op)
+    for _, op, address in all_reduces:
+        key = known[address] if known is not None else reduction_key(op)
         if key is not None:
             by_block.setdefault(op.block, []).append((op, key))
     return [candidates for candidates in by_block.values() if len(candidates) > 1]
+
+
+def reduction_keys(module: ir.Module) -> dict[int, tuple | None]:
+    """The analysis: the `reduction_key` of every all_reduce, by address (`ir.op_key`);
+    lower-collectives knows those of the all_reduces it built."""
+    return {address: reduction_key(op)
+            for _, op, address in op_index(module).entries("stablehlo.all_reduce")}
 
 
 def reduction_key(op: ir.Operation) -> tuple | None:

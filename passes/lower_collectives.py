@@ -36,7 +36,8 @@ from pmapc.dialect import CollectiveView
 from pmapc.errors import Category, ShapeError
 from pmapc.mesh import Mesh, axis_index_terms, permutation_pairs, replica_groups_for
 from pmapc.passes.base import Analyses
-from pmapc.passes.op_index import Placements, index_of
+from pmapc.passes.combine_all_reduces import reduction_key, reduction_keys
+from pmapc.passes.op_index import Placements, index_of, op_index
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,6 +68,11 @@ class LowerCollectivesPass:
             lowering.finish()
         if ops:
             placements.preserve(analyses, index)
+            if analyses is not None:  # for combine-all-reduces, which comes next
+                lowered = analyses.cached(op_index)
+                analyses.preserve(reduction_keys, {
+                    address: lowering.reduction_keys.get(id(op)) or reduction_key(op)
+                    for _, op, address in lowered.entries("stablehlo.all_reduce")})
         return bool(ops)
 
 
@@ -86,6 +92,10 @@ class Lowering:
         self.checked: set[tuple] = set()
         # The first op built for each key (see `cloned`).
         self.templates: dict[tuple, ir.Operation] = {}
+        # The reduction_key (combine-all-reduces) of each all_reduce built, by id, and
+        # of each all_reduce template, by template key.
+        self.reduction_keys: dict[int, tuple] = {}
+        self.template_reduction_keys: dict[tuple, tuple] = {}
 
     def lower(self, op: ir.Operation) -> None:
         """Replace `op` by what its rule builds."""
@@ -228,8 +238,11 @@ def lower_reduction(lowering: Lowering, view: CollectiveView, *, ip, loc) -> lis
                               {"replica_groups": groups}, loc=loc, ip=ip, regions=1)
             hlo.build_reducer(op.regions[0], ir.element_type_of(operand.type), reducer, loc=loc)
             lowering.templates[key] = op
+            lowering.template_reduction_keys[key] = (groups, reducer,
+                                                     ir.element_type_of(operand.type))
         else:
             op.operands[0] = operand
+        lowering.reduction_keys[id(op.operation)] = lowering.template_reduction_keys[key]
         results.append(op.result)
     return results
 

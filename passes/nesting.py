@@ -70,9 +70,9 @@ class Nesting:
         return layout.layout(self.chains)
 
 
-# visit(op, scope, nesting): called for every map and collective, with the
-# scope it runs in and the chains found so far.
-Visitor = Callable[[ir.Operation, Chain, Nesting], None]
+# visit(op, scope, nesting, is_map): called for every map and collective, with
+# the scope it runs in, the chains found so far and whether it is a map.
+Visitor = Callable[[ir.Operation, Chain, Nesting, bool], None]
 
 
 def analyze(module: ir.Module, visit: Visitor | None = None,
@@ -90,7 +90,7 @@ def analyze(module: ir.Module, visit: Visitor | None = None,
                 ir.source_loc(module.operation.location),
             )
         )
-    walker = _Walker(functions, visit or (lambda op, scope, nesting: None),
+    walker = _Walker(functions, visit or (lambda op, scope, nesting, is_map: None),
                      views or dialect.Views())
     walker.visit_function("main", (), None)
     return walker.nesting
@@ -135,7 +135,7 @@ class _Walker:
         if target == dialect.MAP_TARGET:
             self.visit_map(op, scope)
         elif dialect.is_pmapc_target(target):
-            self.visit(op, scope, self.nesting)
+            self.visit(op, scope, self.nesting, False)
 
     def visit_map(self, op: ir.Operation, scope: Chain) -> None:
         view = self.views.map(op)
@@ -146,7 +146,7 @@ class _Walker:
             )
         chain = (*scope, (view.axis_name, view.axis_size))
         self.add_chain(op, chain)
-        self.visit(op, scope, self.nesting)
+        self.visit(op, scope, self.nesting, True)
         self.visit_function(view.callee, chain, op)
 
     def add_chain(self, op: ir.Operation, chain: Chain) -> None:

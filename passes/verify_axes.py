@@ -44,9 +44,9 @@ def verified_nesting(module: ir.Module) -> Nesting:
     functions = ir.functions(module)
     checked: set[tuple] = set()
 
-    def visit(op: ir.Operation, scope: Chain, nesting: Nesting) -> None:
+    def visit(op: ir.Operation, scope: Chain, nesting: Nesting, is_map: bool) -> None:
         try:
-            if views.is_map(op):
+            if is_map:
                 check_map(views.map(op), functions)
             else:
                 check_collective(views.collective(op), scope, checked)
