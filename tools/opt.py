@@ -2,19 +2,25 @@
 
     pmapc opt IN.mlir [-o OUT] [--pass-pipeline=PIPELINE | --PASS ...]
               [--print-ir-after-all] [--split-input-file] [--verify-diagnostics]
-              [--verify-each=true|false] [--mlir-print-debuginfo] [--list-passes]
+              [--verify-each=true|false] [--mlir-print-debuginfo] [--mlir-timing]
+              [--list-passes]
 
 `-` (the default) reads stdin. Errors print `file:line:col: error: message`
 on stderr and exit 1. As in mlir-opt, the IR is verified after every pass that
 changed it; `--verify-each=false` verifies only the result (as `pmapc.lower`
 and `jax.jit` do), naming the pass that broke it if it is invalid.
+`--mlir-timing` prints mlir-opt's execution time report on stderr: the wall
+time of parsing, of each pass (with its verification) and of printing.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import re
 import sys
+import time
+from collections.abc import Iterator
 
 from pmapc import dialect, ir
 from pmapc.compiler.driver import verify_result
@@ -51,6 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="verify after each pass (default true); false: only the result")
     parser.add_argument("--mlir-print-debuginfo", action="store_true",
                         help="print locations in the output")
+    parser.add_argument("--mlir-timing", action="store_true",
+                        help="print the wall time of parsing, each pass and printing on stderr")
     parser.add_argument("--list-passes", action="store_true", help="list the passes and exit")
     return parser
 
@@ -76,13 +84,56 @@ def main(argv: list[str]) -> int:
         return 1
     filename = "<stdin>" if args.input == "-" else args.input
     outputs, ok = [], True
+    args.timer = Timer()
     for first_line, chunk in split_chunks(text, args.split_input_file):
         output, chunk_ok = process_chunk(chunk, first_line, passes, filename, args)
         ok &= chunk_ok
         if output is not None:
             outputs.append(output)
     write_output(args.output, "// -----\n".join(outputs))
+    if args.mlir_timing:
+        print(args.timer.report(), file=sys.stderr)
     return 0 if ok else 1
+
+
+class Timer:
+    """Wall time by name (parsing, each pass, printing), summed over the chunks, in the
+    order the names first came."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._since = time.perf_counter()
+
+    def add(self, name: str, seconds: float) -> None:
+        self.seconds[name] = self.seconds.get(name, 0.0) + seconds
+
+    @contextlib.contextmanager
+    def timing(self, name: str) -> Iterator[None]:
+        start = time.perf_counter()
+        yield
+        self.add(name, time.perf_counter() - start)
+
+    def restart(self) -> None:
+        """Start the clock for `lap`."""
+        self._since = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        """Add the time since `restart` or the last lap to `name`."""
+        now = time.perf_counter()
+        self.add(name, now - self._since)
+        self._since = now
+
+    def report(self) -> str:
+        """mlir-opt's `--mlir-timing` report."""
+        total = sum(self.seconds.values())
+        rule = "===" + "-" * 73 + "==="
+        lines = [rule, "... Execution time report ...".center(79).rstrip(), rule,
+                 f"  Total Execution Time: {total:.4f} seconds", "",
+                 "  ----Wall Time----  ----Name----"]
+        for name, seconds in [*self.seconds.items(), ("Total", total)]:
+            share = 100 * seconds / total if total else 0.0
+            lines.append(f"  {seconds:8.4f} ({share:5.1f}%)  {name}")
+        return "\n".join(lines)
 
 
 def pipeline_of(args) -> str:
@@ -108,11 +159,14 @@ def process_chunk(chunk, first_line, passes, filename, args) -> tuple[str | None
     """Parse, run and print one chunk; report diagnostics. Returns (output, ok)."""
     padded = "\n" * (first_line - 1) + chunk
     context = ir.make_context()
+    timer = args.timer
     try:
-        module = ir.parse_module(padded, context, filename)
-        dialect.verify_ops(module)
+        with timer.timing("Parser"):
+            module = ir.parse_module(padded, context, filename)
+            dialect.verify_ops(module)
         run_checked(module, passes, args)
-        output = ir.print_module(module, debug_info=args.mlir_print_debuginfo)
+        with timer.timing("Output"):
+            output = ir.print_module(module, debug_info=args.mlir_print_debuginfo)
         found = []
     except DiagnosticError as error:
         output, found = None, error.diagnostics
@@ -130,10 +184,19 @@ def process_chunk(chunk, first_line, passes, filename, args) -> tuple[str | None
 def run_checked(module, passes, args) -> None:
     """Run the passes, verifying after each one or, with --verify-each=false, the result."""
     original = None if args.verify_each else ir.detached_clone(module.operation)
-    changed = run_passes(module, passes, verify_each=args.verify_each,
-                         after_pass=dump_after if args.print_ir_after_all else None)
+    timer = args.timer
+
+    def after(pass_, module) -> None:
+        timer.lap(pass_.name)
+        if args.print_ir_after_all:
+            dump_after(pass_, module)
+            timer.restart()  # the dump is not the pass's time
+
+    timer.restart()
+    changed = run_passes(module, passes, verify_each=args.verify_each, after_pass=after)
     if changed and original is not None:
-        verify_result(module, original, passes)
+        with timer.timing("verify"):
+            verify_result(module, original, passes)
 
 
 def dump_after(pass_, module) -> None:
