@@ -110,8 +110,9 @@ def indexed(built: list[Built]) -> list[Built]:
 
 class Placements:
     """Where the indexed ops a pass builds stand, noted while it runs (for `edited`):
-    in place of an op it replaced (by `ir.op_key`, taken before the erase; they went
-    right before it), or first or last in a function (by name)."""
+    right before an op of the index as it was before the pass (by `ir.op_key`, taken
+    before any erase; the op may stay or go), or first or last in a function (by
+    name). Ops built in place of ops built by the same pass are not supported."""
 
     def __init__(self, edits: ir.Edits) -> None:
         self.edits = edits
