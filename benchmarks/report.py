@@ -146,12 +146,16 @@ def pass_table(scaling: dict) -> str:
     def ms(seconds: float) -> str:
         return f"{1e3 * seconds:.1f}"
 
-    rows = [row("trace", lambda size: ms(size["pmapc"]["trace_s"]))]
+    rows = [row("trace", lambda size: ms(size["pmapc"]["trace_s"])),
+            row("  JAX's tracing", lambda size: ms(size["pmapc"]["jax_trace_s"])),
+            row("  JAX's lowering to pmapc IR", lambda size: ms(size["pmapc"]["jax_lower_s"]))]
     rows += [row(name, lambda size, name=name: ms(size["pmapc"]["passes_s"][name]))
              for name in names]
     rows += [row("= passes", lambda size: ms(sum(size["pmapc"]["passes_s"].values()))),
              row("= pmapc own (trace + passes)", lambda size: ms(size["pmapc"]["own_total_s"])),
              row("shard_map trace + lower", lambda size: ms(size["shard_map"]["trace_lower_s"])),
+             row("  shard_map's tracing", lambda size: ms(size["shard_map"]["trace_s"])),
+             row("  shard_map's lowering", lambda size: ms(size["shard_map"]["lower_s"])),
              row("pmapc own / shard_map", lambda size: f"{size['own_over_shard_map']:.2f}")]
     return table(["stage (ms; 'verify': the result, once)", *counts], rows)
 

@@ -270,13 +270,15 @@ def lower(fun: Callable, *args, target: str = "partitions", **kwargs) -> Lowered
     else:
         staged, devices, backend = (fun if hasattr(fun, "trace") else jax.jit(fun)), None, None
     traced = staged.trace(*args, **kwargs)
+    lowering_at = time.perf_counter()
     module = trace.pmapc_ir(traced, getattr(fun, "__name__", "program"))
     traced_at = time.perf_counter()
     try:
         compilation = driver.run_pipeline(module, target=target, record_stages=True)
     except DiagnosticError as error:
         raise typed_error(error) from None
-    compilation.timings = {"trace": traced_at - start, **compilation.timings}
+    compilation.timings = {"trace": lowering_at - start, "lower": traced_at - lowering_at,
+                           **compilation.timings}
     out_tree = jax.tree_util.tree_structure(traced.out_info)
     return Lowered(compilation, out_tree, devices, backend, static_argnums)
 
@@ -333,7 +335,8 @@ class Lowered:
 
     @property
     def timings(self) -> dict[str, float]:
-        """Seconds spent tracing ('trace') and in each pass (its verification included)."""
+        """Seconds spent tracing ('trace': JAX's tracing, 'lower': JAX's lowering to pmapc
+        IR), in each pass and verifying the result ('verify')."""
         return self.compilation.timings
 
     def as_text(self, stage: str = "stablehlo") -> str:
