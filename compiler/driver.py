@@ -13,12 +13,11 @@
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Sequence
 
 from pmapc import dialect, ir
 from pmapc.compiler import runtime
-from pmapc.compiler.pipeline import default_pipeline, run_passes
+from pmapc.compiler.pipeline import Timer, default_pipeline, run_passes
 from pmapc.errors import Diagnostic, DiagnosticError
 from pmapc.mesh import Mesh
 from pmapc.passes import DEFAULT_TARGET, Pass
@@ -77,21 +76,20 @@ def run_pipeline(source: str | ir.Module, passes: Sequence[Pass] | None = None,
     passes = default_pipeline(target) if passes is None else passes
     original = ir.detached_clone(module.operation)
     snapshots = {"pmapc": original} if record_stages else {}
-    timings: dict[str, float] = {}
-    clock = [time.perf_counter()]
+    timer = Timer()
 
     def after(pass_, module) -> None:
-        now = time.perf_counter()
-        timings[pass_.name] = timings.get(pass_.name, 0.0) + now - clock[0]
+        timer.lap(pass_.name)
         if record_stages:
             snapshots[pass_.name] = ir.detached_clone(module.operation)
-        clock[0] = time.perf_counter()
+            timer.restart()  # the snapshot is not the pass's time
 
+    timer.restart()
     changed = run_passes(module, passes, after_pass=after, verify_each=False)
     if changed:
         verify_result(module, original, passes)
-    timings["verify"] = time.perf_counter() - clock[0]
-    return Compilation(module, snapshots, timings)
+    timer.lap("verify")
+    return Compilation(module, snapshots, timer.seconds)
 
 
 def verify_result(module: ir.Module, original: ir.Operation, passes: Sequence[Pass]) -> None:

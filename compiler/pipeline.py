@@ -1,4 +1,4 @@
-"""The pipeline pmapc runs, pipeline strings, and running passes with verification.
+"""The pipeline pmapc runs, pipeline strings, and running passes with verification and timing.
 
 `default_pipeline` is the one definition of the stages after tracing and
 their order; the driver, `pmapc opt`'s named pipelines and `--list-passes`
@@ -11,8 +11,10 @@ puts the program in its execution form (passes/__init__.py's TARGETS).
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 
 from pmapc import ir
 from pmapc.errors import Diagnostic, DiagnosticError, PipelineError
@@ -117,6 +119,34 @@ def _parse_options(text: str) -> dict[str, str]:
             raise PipelineError(f"pass option '{item}' must be written key=value")
         options[key] = value
     return options
+
+
+class Timer:
+    """Wall time by name (each pass, and whatever else the caller times), summed
+    over repeats, in the order the names first came."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._since = time.perf_counter()
+
+    def add(self, name: str, seconds: float) -> None:
+        self.seconds[name] = self.seconds.get(name, 0.0) + seconds
+
+    @contextlib.contextmanager
+    def timing(self, name: str) -> Iterator[None]:
+        start = time.perf_counter()
+        yield
+        self.add(name, time.perf_counter() - start)
+
+    def restart(self) -> None:
+        """Start the clock for `lap`."""
+        self._since = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        """Add the time since `restart` or the last lap to `name`."""
+        now = time.perf_counter()
+        self.add(name, now - self._since)
+        self._since = now
 
 
 # after_pass(pass_instance, module) is called after each pass ran (and, with

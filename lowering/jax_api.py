@@ -98,7 +98,7 @@ def lower_body(ctx, name: str, jaxpr: ClosedJaxpr) -> str:
         in_avals=jaxpr.in_avals,
     )
     func.attributes["sym_visibility"] = ir.string_attr("private")
-    return ir.as_string(func.attributes["sym_name"])
+    return ir.symbol_name(func)
 
 
 def closure_to_arguments(closed: ClosedJaxpr) -> tuple[ClosedJaxpr, list]:

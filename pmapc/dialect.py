@@ -114,31 +114,29 @@ class Views:
 
     def collective(self, op: ir.Operation) -> CollectiveView:
         """`read_collective(op)`."""
-        attributes = op.attributes
-        try:
-            key = (attributes["call_target_name"], attributes["backend_config"])
-        except KeyError:
-            return read_collective(op)  # the error that says what is missing
-        parsed = self._collectives.get(key)
-        if parsed is not None:
-            return CollectiveView(op, *parsed)
-        view = read_collective(op)
-        self._collectives[key] = (view.collective, view.axes, view.params, view.config)
-        return view
+        return self._read(op, "call_target_name", "backend_config", self._collectives,
+                          read_collective, CollectiveView)
 
     def map(self, op: ir.Operation) -> MapView:
         """`read_map(op)`."""
+        return self._read(op, "backend_config", "called_computations", self._maps, read_map,
+                          MapView)
+
+    @staticmethod
+    def _read(op: ir.Operation, first: str, second: str, parsed: dict, read, view_class):
+        """`read(op)`, or the view parsed before from equal attributes `first` and
+        `second` (its fields but `op`, kept in `parsed`) with `op` in it."""
         attributes = op.attributes
         try:
-            key = (attributes["backend_config"], attributes["called_computations"])
+            key = (attributes[first], attributes[second])
         except KeyError:
-            return read_map(op)  # the error that says what is missing
-        parsed = self._maps.get(key)
-        if parsed is not None:
-            return MapView(op, *parsed)
-        view = read_map(op)
-        self._maps[key] = (view.axis_name, view.axis_size, view.in_axes, view.out_axes,
-                           view.callee)
+            return read(op)  # the error that says what is missing
+        fields = parsed.get(key)
+        if fields is not None:
+            return view_class(op, *fields)
+        view = read(op)
+        parsed[key] = tuple(getattr(view, field.name)
+                            for field in dataclasses.fields(view_class)[1:])
         return view
 
 

@@ -551,28 +551,6 @@ def walk_custom_calls(op: ir.Operation) -> list[ir.Operation]:
     return walk(op, "stablehlo.custom_call")
 
 
-def walk_calls(op: ir.Operation) -> list[ir.Operation]:
-    """The func.call ops nested in `op`."""
-    return walk(op, "func.call")
-
-
-def walk_custom_calls_and_calls(op: ir.Operation) -> tuple[list, list]:
-    """(custom_calls, func.calls) nested in `op`, found in one walk."""
-    custom_calls: list[ir.Operation] = []
-    calls: list[ir.Operation] = []
-
-    def visit(nested: ir.Operation) -> ir.WalkResult:
-        name = nested.name
-        if name == "stablehlo.custom_call":
-            custom_calls.append(nested)
-        elif name == "func.call":
-            calls.append(nested)
-        return ir.WalkResult.ADVANCE
-
-    op.walk(visit, ir.WalkOrder.PRE_ORDER)
-    return custom_calls, calls
-
-
 def set_locations(op: ir.Operation, loc: ir.Location) -> None:
     """Give `op` and every op nested in it the location `loc`."""
 
@@ -599,7 +577,7 @@ def functions(module: ir.Module) -> dict[str, ir.Operation]:
     for op in module.body.operations:
         op = op.operation
         if op.name == "func.func":
-            result[as_string(op.attributes["sym_name"])] = op
+            result[symbol_name(op)] = op
     return result
 
 
@@ -687,7 +665,7 @@ def embed_functions(text: str, target: ir.Module, symbol_table: ir.SymbolTable,
         renamed[name] = prefix + name
         ir.SymbolTable.replace_all_symbol_uses(name, renamed[name], source.operation)
     for function in functions(source).values():
-        name = as_string(function.attributes["sym_name"])
+        name = symbol_name(function)
         function.attributes["sym_name"] = string_attr(renamed[name])
         function.attributes["sym_visibility"] = string_attr("private")
         for key in ("arg_attrs", "res_attrs"):
@@ -814,9 +792,3 @@ def _sharding_attr(mesh: str, split: Sequence[Sequence[str]]) -> ir.Attribute:
 def _shardings_attr(mesh: str, splits: Sequence[Sequence[Sequence[str]]]) -> ir.Attribute:
     values = ", ".join(f"<{_dims_text(mesh, split)}>" for split in splits)
     return ir.Attribute.parse(f"#sdy.sharding_per_value<[{values}]>")
-
-
-def ops_in_functions(module: ir.Module, names: str | Collection[str]) -> list[ir.Operation]:
-    """The ops named `names` (one name or several) in every function of `module`, in
-    order."""
-    return [op for function in functions(module).values() for op in walk(function, names)]

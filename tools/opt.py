@@ -16,15 +16,12 @@ time of parsing, of each pass (with its verification) and of printing.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import re
 import sys
-import time
-from collections.abc import Iterator
 
 from pmapc import dialect, ir
 from pmapc.compiler.driver import verify_result
-from pmapc.compiler.pipeline import PIPELINES, describe, parse_pipeline, run_passes
+from pmapc.compiler.pipeline import PIPELINES, Timer, describe, parse_pipeline, run_passes
 from pmapc.errors import DiagnosticError, PipelineError
 from pmapc.passes import DEFAULT_TARGET, PASSES, TARGETS
 from pmapc.passes.base import summary
@@ -92,48 +89,21 @@ def main(argv: list[str]) -> int:
             outputs.append(output)
     write_output(args.output, "// -----\n".join(outputs))
     if args.mlir_timing:
-        print(args.timer.report(), file=sys.stderr)
+        print(timing_report(args.timer.seconds), file=sys.stderr)
     return 0 if ok else 1
 
 
-class Timer:
-    """Wall time by name (parsing, each pass, printing), summed over the chunks, in the
-    order the names first came."""
-
-    def __init__(self) -> None:
-        self.seconds: dict[str, float] = {}
-        self._since = time.perf_counter()
-
-    def add(self, name: str, seconds: float) -> None:
-        self.seconds[name] = self.seconds.get(name, 0.0) + seconds
-
-    @contextlib.contextmanager
-    def timing(self, name: str) -> Iterator[None]:
-        start = time.perf_counter()
-        yield
-        self.add(name, time.perf_counter() - start)
-
-    def restart(self) -> None:
-        """Start the clock for `lap`."""
-        self._since = time.perf_counter()
-
-    def lap(self, name: str) -> None:
-        """Add the time since `restart` or the last lap to `name`."""
-        now = time.perf_counter()
-        self.add(name, now - self._since)
-        self._since = now
-
-    def report(self) -> str:
-        """mlir-opt's `--mlir-timing` report."""
-        total = sum(self.seconds.values())
-        rule = "===" + "-" * 73 + "==="
-        lines = [rule, "... Execution time report ...".center(79).rstrip(), rule,
-                 f"  Total Execution Time: {total:.4f} seconds", "",
-                 "  ----Wall Time----  ----Name----"]
-        for name, seconds in [*self.seconds.items(), ("Total", total)]:
-            share = 100 * seconds / total if total else 0.0
-            lines.append(f"  {seconds:8.4f} ({share:5.1f}%)  {name}")
-        return "\n".join(lines)
+def timing_report(seconds: dict[str, float]) -> str:
+    """mlir-opt's `--mlir-timing` report of wall times by name."""
+    total = sum(seconds.values())
+    rule = "===" + "-" * 73 + "==="
+    lines = [rule, "... Execution time report ...".center(79).rstrip(), rule,
+             f"  Total Execution Time: {total:.4f} seconds", "",
+             "  ----Wall Time----  ----Name----"]
+    for name, time_s in [*seconds.items(), ("Total", total)]:
+        share = 100 * time_s / total if total else 0.0
+        lines.append(f"  {time_s:8.4f} ({share:5.1f}%)  {name}")
+    return "\n".join(lines)
 
 
 def pipeline_of(args) -> str:
