@@ -258,7 +258,8 @@ def bind(spec: MapSpec, call: MappedCall, *, devices=None, backend=None,
 def pmapc_ir(traced, name: str) -> ir.Module:
     """The pmapc IR of a traced function (a `jax.jit(...).trace(...)` result)."""
     params = jax_api.lowering_parameters(primitives.pmapc_ir_rules())
-    module = jax_api.stablehlo_module(traced.lower(_private_parameters=params))
+    lowered = jax_api.stablehlo_module(traced.lower(_private_parameters=params))
+    module = ir.copy_into(lowered, ir.make_context())
     clean_module(module, name)
     return module
 
@@ -303,7 +304,6 @@ def clean_module(module, name: str) -> None:
     result-info and sharding attributes) and names the module after the
     user's function.
     """
-    ir.single_threaded(module.context)
     with ir.building(module):
         attributes = module.operation.attributes
         attributes["sym_name"] = ir.string_attr(symbol_name(name))

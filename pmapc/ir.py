@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import io
+import threading
 from collections.abc import Collection, Iterator, Sequence
 
 import numpy as np
-from jax.interpreters import mlir as _jax_mlir
 from jaxlib.mlir import ir
 from jaxlib.mlir import passmanager as _passmanager
+from jaxlib.mlir._mlir_libs import _jax_mlir_ext
+from jaxlib.mlir.dialects import chlo as _chlo
+from jaxlib.mlir.dialects import sdy as _sdy
 from jaxlib.mlir.dialects import stablehlo as _stablehlo
 
 from pmapc.errors import Diagnostic, DiagnosticError, SourceLoc
@@ -31,22 +35,41 @@ InsertionPoint = ir.InsertionPoint
 MLIRError = ir.MLIRError
 
 
+# MLIR's upstream dialects that JAX's modules use (func, and what JAX's lowering
+# rules emit besides StableHLO), as jaxlib registers them for JAX.
+_UPSTREAM_DIALECTS = ir.DialectRegistry()
+_jax_mlir_ext.register_dialects(_UPSTREAM_DIALECTS)
+
+
 def make_context() -> ir.Context:
-    """A context with the stablehlo, chlo, func and sdy dialects loaded."""
-    context = _jax_mlir.make_ir_context()
+    """A new context of pmapc's own, with the dialects of JAX's modules loaded
+    (stablehlo, chlo, sdy, func, ...) and no others.
+
+    pmapc never uses or changes a context JAX hands out (from 0.11 on, JAX reuses
+    one per thread for later lowerings): it reads JAX's modules into its own
+    (`copy_into`). Verification and passes run on the calling thread only: with
+    MLIR's thread pool, a verifier error raised on a worker thread needs the GIL
+    to reach Python's error capture while the parsing thread holds it, and the
+    process deadlocks (found by scripts/fuzz_ir.py).
+    """
+    context = ir.Context()
+    context.append_dialect_registry(_UPSTREAM_DIALECTS)
+    context.load_all_available_dialects()
+    for dialect in (_stablehlo, _chlo, _sdy):
+        dialect.register_dialect(context)
     context.allow_unregistered_dialects = False
-    single_threaded(context)
+    context.enable_multithreading(False)
     return context
 
 
-def single_threaded(context: ir.Context) -> None:
-    """Verify and run passes on the calling thread only.
+def copy_into(module: ir.Module, context: ir.Context) -> ir.Module:
+    """A copy of `module` (built in another context) in `context`, locations included.
 
-    With MLIR's thread pool, a verifier error raised on a worker thread needs
-    the GIL to reach Python's error capture while the parsing thread holds it:
-    the process deadlocks (found by scripts/fuzz_ir.py).
+    Through MLIR bytecode: about 8 microseconds per collective of a pmapc-IR module.
     """
-    context.enable_multithreading(False)
+    buffer = io.BytesIO()
+    module.operation.write_bytecode(buffer)
+    return ir.Module.parse(buffer.getvalue(), context=context)
 
 
 # ----------------------------------------------------------------------------
@@ -413,23 +436,23 @@ def create_op(
         loc=loc,
         ip=ip,
     )
-    if _recordings:
-        _recordings[-1].note_created(name, op.operation)
+    if _recordings.stack:
+        _recordings.stack[-1].note_created(name, op.operation)
     return op
 
 
 def clone(op: ir.Operation, ip: ir.InsertionPoint) -> ir.Operation:
     """A deep copy of `op` at `ip` (recorded as one op: its nested ops are not listed)."""
     copy = op.clone(ip=ip)
-    if _recordings:
-        _recordings[-1].note_created(op.name, copy.operation)
+    if _recordings.stack:
+        _recordings.stack[-1].note_created(op.name, copy.operation)
     return copy
 
 
 def erase(op: ir.Operation) -> None:
     """Erase `op` (recorded as one op: its nested ops are not listed)."""
-    if _recordings:
-        _recordings[-1].note_erased(op)
+    if _recordings.stack:
+        _recordings.stack[-1].note_erased(op)
     op.erase()
 
 
@@ -486,8 +509,15 @@ class Edits:
         return key if self._erased_keys.get(key, -1) < step else None
 
 
-# The recordings in progress; create_op, clone and erase note in the innermost.
-_recordings: list[Edits] = []
+class _Recordings(threading.local):
+    """This thread's recordings in progress; create_op, clone and erase note in the
+    innermost. Per thread: two threads may compile at once."""
+
+    def __init__(self) -> None:
+        self.stack: list[Edits] = []
+
+
+_recordings = _Recordings()
 
 
 @contextlib.contextmanager
@@ -495,11 +525,11 @@ def recording_edits() -> Iterator[Edits]:
     """Record the ops made and erased inside the `with` block (for a pass that brings
     an index of ops up to date with its rewrites)."""
     edits = Edits()
-    _recordings.append(edits)
+    _recordings.stack.append(edits)
     try:
         yield edits
     finally:
-        _recordings.pop()
+        _recordings.stack.pop()
 
 
 def add_block(region: ir.Region, arg_types: Sequence[ir.Type]) -> ir.Block:
