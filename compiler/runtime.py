@@ -240,7 +240,8 @@ class Executable:
         self.out_shardings = [NamedSharding(self.jax_mesh, s.spec()) for s in self.results]
         self.handlers = xla.result_handlers(
             [(s.shape, s.dtype, sharding) for s, sharding in zip(self.results,
-                                                                  self.out_shardings)])
+                                                                  self.out_shardings)],
+            self.form)
         self.process_indices = sorted({d.process_index for d in self.devices})
         self.spans_processes = len(self.process_indices) > 1
         self._in_flight: collections.deque = collections.deque()

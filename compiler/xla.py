@@ -17,6 +17,7 @@ Every private JAX import pmapc needs for this lives here.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import jax
@@ -98,9 +99,20 @@ def place(values: Sequence, shardings: Sequence[jax.sharding.Sharding]) -> list[
     return list(_pxla.shard_args(list(shardings), [None] * count, copy, list(values)))
 
 
-def result_handlers(signatures) -> list:
+def result_handlers(signatures, form: str) -> list:
     """Handlers that turn one result's per-device buffers into a global jax.Array;
-    `signatures` are (shape, dtype, sharding) per result."""
+    `signatures` are (shape, dtype, sharding) per result, `form` the executable's.
+
+    A partition-form result goes through JAX's own handler. A replica-form one
+    is assembled from each device's buffer: JAX's handler takes the global
+    array's layout from the executable's output sharding, which a replica-form
+    executable does not describe (on jaxlib 0.12, reading such an array fails with
+    "Shape mismatch during ToLiteral conversion"); JAX itself builds no replica-
+    form executables any more.
+    """
+    if form == "replicas":
+        return [functools.partial(jax.make_array_from_single_device_arrays, shape, sharding)
+                for shape, _, sharding in signatures]
     return [_pxla.global_aval_to_result_handler(_core.ShapedArray(shape, dtype), sharding, True)
             for shape, dtype, sharding in signatures]
 

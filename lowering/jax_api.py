@@ -4,6 +4,13 @@ pmapc traces bodies with public `jax.make_jaxpr`, defines its map primitive
 with `jax.extend.core.Primitive`, and lowers with `jax.jit(...).trace(...)
 .lower(...)`; what it needs beyond that (the collective primitives, the
 lowering-rule context, jaxpr helpers) is imported here and nowhere else.
+
+pmapc runs on every JAX from 0.10.2 to 0.12 (pyproject.toml); where the two ends
+differ, the choice is made here, from JAX's public modules where the running
+release exports a name (`jax.extend.core`, `jax.interpreters.*`) and from the
+private ones otherwise. Each hook on JAX's implementation (frames read for
+messages, the all_to_all transpose rule, the jit inlining mode) has a test in
+tests/py/test_jax_hooks.py that fails on a release where it stops working.
 """
 
 from __future__ import annotations
@@ -11,8 +18,10 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import threading
 
 import jax
+import jax.extend.core
 import numpy as np
 from jax._src import core as _core
 from jax._src import dispatch as _dispatch
@@ -21,10 +30,13 @@ from jax._src import source_info_util as _source_info
 from jax._src.array import ArrayImpl as _ArrayImpl
 from jax._src.interpreters import ad as _ad
 from jax._src.interpreters import batching as _batching
-from jax._src.interpreters import mlir as _mlir
 from jax._src.interpreters import partial_eval as _pe
 from jax._src.lax import parallel as _parallel
 from jax.extend.core import Primitive
+from jax.interpreters import ad as _ad_public
+from jax.interpreters import batching as _batching_public
+from jax.interpreters import mlir as _mlir_public
+from jax.interpreters import partial_eval as _pe_public
 from jax.sharding import NamedSharding, PartitionSpec
 
 from pmapc import ir
@@ -32,9 +44,21 @@ from pmapc.collectives import Collective
 
 __all__ = ["Primitive"]
 
-ClosedJaxpr = _core.ClosedJaxpr
+# The JAX release running, for the internals that moved between the releases
+# pyproject.toml admits; each use says what changed and when.
+JAX_VERSION: tuple[int, ...] = tuple(jax.__version_info__[:3])
+SINCE_0_11 = JAX_VERSION >= (0, 11, 0)
+
+ClosedJaxpr = jax.extend.core.ClosedJaxpr  # 0.12: one class with Jaxpr, this its alias
+
+# `jax.jit(..., inline=...)` that inlines the jitted function into an enclosing
+# trace, so that `jax.make_jaxpr` of a map shows the map itself: `True` until
+# 0.10; from 0.11 on `True` inlines only when lowering (`jax.Inline.JAX_LATE`).
+INLINE_WHILE_TRACING = jax.Inline.JAX_EARLY if SINCE_0_11 else True
+
 ShapedArray = _core.ShapedArray
 Tracer = _core.Tracer
+
 
 def collective_primitive(collective: Collective) -> Primitive:
     """JAX's primitive of a pmapc collective kind: the one its record names in
@@ -74,12 +98,12 @@ def _user_line_in(traceback) -> tuple[str, int] | None:
 
 
 def register_lowering(primitive, rule) -> None:
-    _mlir.register_lowering(primitive, rule)
+    _mlir_public.register_lowering(primitive, rule)
 
 
-def lowering_parameters(override_rules) -> _mlir.LoweringParameters:
+def lowering_parameters(override_rules) -> _mlir_public.LoweringParameters:
     """Lowering parameters that replace the rules of the given primitives."""
-    return _mlir.LoweringParameters(override_lowering_rules=tuple(override_rules))
+    return _mlir_public.LoweringParameters(override_lowering_rules=tuple(override_rules))
 
 
 def stablehlo_module(lowered):
@@ -88,14 +112,14 @@ def stablehlo_module(lowered):
 
 
 def ir_type_of(ctx, aval):
-    return _mlir.aval_to_ir_type(ctx.module_context, aval)
+    return _mlir_public.aval_to_ir_type(ctx.module_context, aval)
 
 
 def lower_body(ctx, name: str, jaxpr: ClosedJaxpr) -> str:
     """Lower `jaxpr` to a private function of the module being built; its symbol."""
-    func = _mlir.lower_jaxpr_to_fun(
+    func = _mlir_public.lower_jaxpr_to_fun(
         ctx.module_context, name, jaxpr, effects=(), num_const_args=0,
-        in_avals=jaxpr.in_avals,
+        in_avals=jaxpr.in_avals, **({"out_avals": jaxpr.out_avals} if SINCE_0_11 else {}),
     )
     func.attributes["sym_visibility"] = ir.string_attr("private")
     return ir.symbol_name(func)
@@ -103,7 +127,7 @@ def lower_body(ctx, name: str, jaxpr: ClosedJaxpr) -> str:
 
 def closure_to_arguments(closed: ClosedJaxpr) -> tuple[ClosedJaxpr, list]:
     """Turn a jaxpr's captured constants into leading arguments: (jaxpr, constants)."""
-    jaxpr = _pe.convert_constvars_jaxpr(closed.jaxpr)
+    jaxpr = _convert_constvars_jaxpr(closed.jaxpr)
     return ClosedJaxpr(jaxpr, ()), list(closed.consts)
 
 
@@ -213,7 +237,7 @@ def place_on_mesh(operands, mesh):
 
 def jaxprs_in(params: dict):
     """The jaxprs among a primitive's parameters (bodies of jit, cond, scan, ...)."""
-    return _core.jaxprs_in_params(params)
+    return jax.extend.core.jaxprs_in_params(params)
 
 
 def shape_dtype(aval) -> jax.ShapeDtypeStruct:
@@ -222,35 +246,54 @@ def shape_dtype(aval) -> jax.ShapeDtypeStruct:
 
 def lower_fun(fun):
     """A lowering rule that lowers the JAX function `fun` in place."""
-    return _mlir.lower_fun(fun, multiple_results=True)
+    return _mlir_public.lower_fun(fun, multiple_results=True)
 
 
-# Autodiff and batching of the map primitive (lowering/map_rules.py).
-Zero = _ad.Zero
-UndefinedPrimal = _ad.UndefinedPrimal
-is_undefined_primal = _ad.is_undefined_primal
-instantiate_zeros = _ad.instantiate_zeros
-jvp_jaxpr = _ad.jvp_jaxpr
-partial_eval_jaxpr_nounits = _pe.partial_eval_jaxpr_nounits
-batch_jaxpr = _batching.batch_jaxpr
-JaxprTracer = _pe.JaxprTracer
-PartialVal = _pe.PartialVal
-new_eqn_recipe = _pe.new_eqn_recipe
+# Autodiff and batching of the map primitive (lowering/map_rules.py): from JAX's
+# public modules where the running release exports the name (0.11 added
+# backward_pass, jvp_jaxpr, convert_constvars_jaxpr, partial_eval_jaxpr_nounits
+# and new_eqn_recipe), else from the private ones.
+
+
+def _exported(name: str, public, private):
+    return getattr(public, name) if hasattr(public, name) else getattr(private, name)
+
+
+Zero = _ad_public.Zero
+UndefinedPrimal = _ad_public.UndefinedPrimal
+is_undefined_primal = _ad_public.is_undefined_primal
+instantiate_zeros = _ad_public.instantiate_zeros
+jvp_jaxpr = _exported("jvp_jaxpr", _ad_public, _ad)
+partial_eval_jaxpr_nounits = _exported("partial_eval_jaxpr_nounits", _pe_public, _pe)
+batch_jaxpr = _batching.batch_jaxpr  # private in every release
+JaxprTracer = _pe_public.JaxprTracer
+PartialVal = _pe_public.PartialVal
+new_eqn_recipe = _exported("new_eqn_recipe", _pe_public, _pe)
+_convert_constvars_jaxpr = _exported("convert_constvars_jaxpr", _pe_public, _pe)
+_backward_pass = _exported("backward_pass", _ad_public, _ad)
 
 
 def backward_pass(closed: ClosedJaxpr, primals, cotangents) -> list:
     """Cotangents of `closed`'s inputs (Zero where none); `primals` holds
     UndefinedPrimal for the linear inputs.
 
-    A map body's `all_to_all` transposes by `_all_to_all_transpose` here (see it).
+    A map body's `all_to_all` transposes by `_all_to_all_transpose` here: the
+    rule JAX looks up for it (`_AllToAllTranspose`) takes pmapc's while this
+    thread runs a map body's backward pass, JAX's own everywhere else.
     """
-    rules = _ad.primitive_transposes
-    previous = rules[_parallel.all_to_all_p]
-    rules[_parallel.all_to_all_p] = _all_to_all_transpose
+    depth = _map_backward_passes.depth
+    _map_backward_passes.depth = depth + 1
     try:
-        return _ad.backward_pass(closed.jaxpr, False, closed.consts, primals, cotangents)
+        return _backward_pass(closed.jaxpr, False, closed.consts, primals, cotangents)
     finally:
-        rules[_parallel.all_to_all_p] = previous
+        _map_backward_passes.depth = depth
+
+
+class _BackwardPasses(threading.local):
+    depth = 0  # how many map bodies' backward passes this thread is inside
+
+
+_map_backward_passes = _BackwardPasses()
 
 
 def _all_to_all_transpose(cts, x, *, axis_name, split_axis, concat_axis, axis_index_groups,
@@ -269,6 +312,34 @@ def _all_to_all_transpose(cts, x, *, axis_name, split_axis, concat_axis, axis_in
         axis_index_groups=axis_index_groups, tiled=tiled),)
 
 
+@dataclasses.dataclass(frozen=True)
+class _AllToAllTranspose:
+    """The transpose rule of `all_to_all_p`, installed once in JAX's table: pmapc's
+    inside a map body's backward pass on the calling thread, else the rule JAX had.
+
+    Thread-safe where swapping the table's entry around each backward pass is not:
+    two threads differentiating at once would restore each other's rule.
+    """
+
+    jax_rule: object
+
+    def __call__(self, cts, x, **params):
+        if _map_backward_passes.depth:
+            return _all_to_all_transpose(cts, x, **params)
+        return self.jax_rule(cts, x, **params)
+
+
+def _install_all_to_all_transpose() -> _AllToAllTranspose:
+    rules = _ad_public.primitive_transposes
+    installed = rules[_parallel.all_to_all_p]
+    if not isinstance(installed, _AllToAllTranspose):
+        installed = rules[_parallel.all_to_all_p] = _AllToAllTranspose(installed)
+    return installed
+
+
+ALL_TO_ALL_TRANSPOSE = _install_all_to_all_transpose()
+
+
 def axis_env(axis_name, axis_size):
     """Bind `axis_name` while transforming a map's body (its collectives name it)."""
     return _core.extend_axis_env_nd([(axis_name, axis_size)])
@@ -279,19 +350,19 @@ def current_source_info():
 
 
 partial_eval_jaxpr_custom = _pe.partial_eval_jaxpr_custom
-Var = _core.Var
-new_jaxpr_eqn = _core.new_jaxpr_eqn
+Var = jax.extend.core.Var
+new_jaxpr_eqn = jax.extend.core.new_jaxpr_eqn
 
 
 def register_map_rules(primitive, *, jvp, transpose, partial_eval, partial_eval_staged,
                        batch) -> None:
     """`partial_eval` splits a map being traced (grad, linearize); `partial_eval_staged`
     splits a map already in a jaxpr (jax.checkpoint, scan's autodiff)."""
-    _ad.primitive_jvps[primitive] = jvp
-    _ad.primitive_transposes[primitive] = transpose
-    _pe.custom_partial_eval_rules[primitive] = partial_eval
-    _pe.partial_eval_jaxpr_custom_rules[primitive] = partial_eval_staged
-    _batching.fancy_primitive_batchers[primitive] = batch
+    _ad_public.primitive_jvps[primitive] = jvp
+    _ad_public.primitive_transposes[primitive] = transpose
+    _pe_public.custom_partial_eval_rules[primitive] = partial_eval
+    _pe_public.partial_eval_jaxpr_custom_rules[primitive] = partial_eval_staged
+    _batching_public.fancy_primitive_batchers[primitive] = batch
 
 
 def tangent_zero(primal) -> Zero:

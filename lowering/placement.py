@@ -14,7 +14,7 @@ raises the DeviceError (`concrete`).
 from __future__ import annotations
 
 import jax
-from jax.sharding import AbstractMesh
+from jax.sharding import AbstractMesh, AxisType
 from jax.sharding import Mesh as JaxMesh
 
 from pmapc import dialect, layout
@@ -39,7 +39,8 @@ def mesh_of_nest(jaxpr, axis_name: str, axis_size: int, devices,
                         "layout (sibling maps whose sizes do not divide one another); make "
                         "the sizes of sibling maps divide one another") from None
     if devices is None and len(jax.devices(backend)) < mesh.size:
-        return AbstractMesh(mesh.axis_sizes, mesh.axis_names)
+        return AbstractMesh(mesh.axis_sizes, mesh.axis_names,
+                            axis_types=(AxisType.Auto,) * len(mesh.axis_names))
     return runtime.jax_mesh(mesh, runtime.pick_devices(mesh, devices, backend))
 
 

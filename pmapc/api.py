@@ -99,7 +99,8 @@ class MappedFunction:
         self.backend = backend
         self.donate_argnums = (donate_argnums,) if isinstance(donate_argnums, int) else tuple(
             donate_argnums)
-        self._jitted = jax.jit(self._outermost_function(), inline=True,
+        self._jitted = jax.jit(self._outermost_function(),
+                               inline=jax_api.INLINE_WHILE_TRACING,
                                static_argnums=self.spec.static_argnums,
                                donate_argnums=self.donate_argnums)
         # XLA:CPU's in-process collectives deadlock when dozens of collective

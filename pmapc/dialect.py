@@ -14,6 +14,7 @@ the mesh in `pmapc.split`.
 from __future__ import annotations
 
 import dataclasses
+import enum
 from collections.abc import Sequence
 
 from pmapc import collectives, ir
@@ -28,9 +29,18 @@ SPLIT_ATTR = "pmapc.split"
 TYPED_FFI_API_VERSION = 4
 
 def axis_label(name) -> str:
-    """An axis name as the IR writes it: a string as it is, any other hashable (an
-    enum member, a tuple of strings, ...) as its type and repr."""
-    return name if isinstance(name, str) else f"{type(name).__name__}:{name!r}"
+    """An axis name as the IR writes it: a string as it is, an enum member as
+    `Type.MEMBER`, any other hashable (a tuple of strings, ...) as its type and repr.
+
+    The label is also the axis's name in the `jax.sharding.Mesh` a program runs on,
+    and JAX 0.11+ cannot compile a mesh whose axis names hold a single quote
+    (Shardy drops its sharding attributes), so a repr's quotes become double quotes.
+    """
+    if isinstance(name, str):
+        return name
+    if isinstance(name, enum.Enum):
+        return f"{type(name).__name__}.{name.name}"
+    return f"{type(name).__name__}:{name!r}".replace("'", '"')
 
 
 def error_at(op: ir.Operation, message: str,

@@ -1,0 +1,192 @@
+"""Each hook pmapc has on JAX's implementation (lowering/jax_api.py, compiler/xla.py),
+tested directly, so that a JAX release on which one stops working fails here by name
+instead of degrading a message or a gradient somewhere else."""
+
+from __future__ import annotations
+
+import inspect
+import os
+import sys
+import threading
+
+import jax
+import numpy as np
+import pytest
+from jax import lax
+
+import pmapc
+from pmapc.lowering import jax_api
+
+THIS_FILE = os.path.abspath(__file__)
+
+
+def error_of(function, *args) -> Exception:
+    """The error JAX raises tracing `function` with axis 'i' bound, with JAX's own
+    frames in its traceback (as when pmapc traces a body inside an outer trace;
+    JAX drops them from an error that leaves its outermost call)."""
+    filtering = jax.config.jax_traceback_filtering
+    jax.config.update("jax_traceback_filtering", "off")
+    try:
+        with pytest.raises(Exception) as info:
+            jax.make_jaxpr(function, axis_env=[("i", 4)])(*args)
+    finally:
+        jax.config.update("jax_traceback_filtering", filtering)
+    return info.value
+
+
+# -- frames read for messages ---------------------------------------------------
+
+
+@pytest.mark.parametrize("collective", [
+    lambda x: lax.psum(x, "nope"),
+    lambda x: lax.axis_index("nope") + x,
+    lambda x: lax.all_gather(x, "nope"),
+], ids=["psum", "axis_index", "all_gather"])
+def test_unbound_axis_name_reads_the_axis_from_jax_frames(collective):
+    error = error_of(collective, np.ones(4, np.float32))
+    assert isinstance(error, NameError)
+    assert jax_api.unbound_axis_name(error) == "nope"
+
+
+def test_refused_index_groups_reads_the_call_from_jax_frames():
+    error = error_of(lambda x: lax.psum(x, "i", axis_index_groups=[[0, 1], [1, 2]]),
+                     np.ones(4, np.float32))
+    assert isinstance(error, ValueError)
+    refused = jax_api.refused_index_groups(error)
+    assert refused is not None
+    assert refused.function == "psum"
+    assert refused.axis_name in ("i", ("i",))  # as the user gave it, or as a tuple
+    assert [list(group) for group in refused.index_groups] == [[0, 1], [1, 2]]
+    assert jax_api.raised_by_collective(error.__traceback__)
+
+
+def test_an_error_outside_the_collectives_is_not_theirs():
+    error = error_of(lambda x: x + np.ones(3), np.ones(4, np.float32))
+    assert not jax_api.raised_by_collective(error.__traceback__)
+    assert jax_api.refused_index_groups(error) is None
+
+
+def test_user_line_of_an_equation_is_the_line_that_made_it():
+    def body(x):
+        return lax.psum(x, "i")
+
+    line = inspect.getsourcelines(body)[1] + 1
+    closed = jax.make_jaxpr(body, axis_env=[("i", 4)])(np.ones(4, np.float32))
+    assert jax_api.user_line(closed.eqns[0]) == (THIS_FILE, line)
+
+
+def test_lowered_user_line_names_the_call_inside_a_map():
+    def body(x):
+        return lax.psum(x, ("i", "i"))  # JAX refuses an axis named twice
+
+    line = inspect.getsourcelines(body)[1] + 1
+    with pytest.raises(ValueError) as info:
+        pmapc.pmap(body, axis_name="i").lower(np.ones((4, 3), np.float32))
+    assert f"{THIS_FILE}:{line}" in str(info.value)
+
+
+def test_source_locations_name_the_users_file_not_pmapcs():
+    assert jax_api.is_user_file(THIS_FILE)
+    assert not jax_api.is_user_file(jax_api.__file__)
+    assert not jax_api.is_user_file(jax.__file__)
+
+
+# -- the all_to_all transpose ---------------------------------------------------
+
+
+N = 4
+
+
+def all_to_all_in_numpy(x: np.ndarray, split: int, concat: int) -> np.ndarray:
+    """Untiled all_to_all over N devices: out[d] stacks, along `concat`, every
+    source j's block x[j] taken at index d along `split`."""
+    return np.stack([np.stack([np.take(x[j], d, axis=split) for j in range(N)], axis=concat)
+                     for d in range(N)])
+
+
+def untiled_all_to_all_gradient(split: int, concat: int):
+    """(gradient function, its value in numpy) of sum(all_to_all(x) * w) over a map,
+    with split != concat: JAX's own transpose rule fails its type check on it.
+    all_to_all permutes, so the gradient is w sent back along the permutation."""
+    shape = (N, N, 3) if split == 0 else (N, 3, N)
+    positions = all_to_all_in_numpy(np.arange(np.prod(shape)).reshape(shape), split, concat)
+    w = np.arange(positions.size, dtype=np.float32).reshape(positions.shape) % 7
+    expected = np.empty(np.prod(shape), np.float32)
+    expected[positions.ravel()] = w.ravel()
+
+    def gradient(x):
+        # A new map each call: JAX traces and transposes it anew (not from its caches).
+        mapped = pmapc.pmap(lambda v: lax.all_to_all(v, "i", split, concat, tiled=False), "i")
+        return jax.grad(lambda v: (mapped(v) * w).sum())(x)
+
+    return gradient, np.ones(shape, np.float32), expected.reshape(shape)
+
+
+@pytest.mark.parametrize(("split", "concat"), [(0, 1), (1, 0)])
+def test_gradient_of_an_untiled_all_to_all_takes_pmapcs_rule(split, concat):
+    gradient, x, expected = untiled_all_to_all_gradient(split, concat)
+    np.testing.assert_array_equal(np.asarray(gradient(x)), expected)
+
+
+def test_the_rule_stays_installed_in_jaxs_table_and_jaxs_rule_runs_outside_maps():
+    assert jax_api._ad_public.primitive_transposes[lax.all_to_all_p] is (
+        jax_api.ALL_TO_ALL_TRANSPOSE)
+
+    # Outside a map body JAX's own rule runs: a tiled all_to_all under a named
+    # jax.vmap, differentiated by JAX alone.
+    def loss(x):
+        y = jax.vmap(lambda v: lax.all_to_all(v, "i", 0, 0, tiled=True), axis_name="i")(x)
+        return (y * np.arange(16, dtype=np.float32).reshape(4, 4)).sum()
+
+    x = np.zeros((4, 4), np.float32)
+    gradient = np.asarray(jax.grad(loss)(x))
+    # Tiled all_to_all over 4 of 4 elements is a transpose of (device, chunk).
+    np.testing.assert_array_equal(gradient, np.arange(16, dtype=np.float32).reshape(4, 4).T)
+
+
+def test_threads_differentiating_at_once_all_get_pmapcs_rule():
+    """Each thread traces, transposes and compiles maps of its own while the others
+    do: the rule is per thread (swapping JAX's table around each backward pass let
+    threads restore each other's rule), and so are a pass's edit recordings."""
+    gradient, x, expected = untiled_all_to_all_gradient(0, 1)
+    failures: list[BaseException] = []
+
+    def differentiate():
+        try:
+            for _ in range(10):
+                np.testing.assert_array_equal(np.asarray(gradient(x)), expected)
+        except BaseException as error:  # reported below, in the test's thread
+            failures.append(error)
+
+    threads = [threading.Thread(target=differentiate) for _ in range(3)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads often, inside backward passes too
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert not failures, failures[0]
+    assert jax_api._map_backward_passes.depth == 0
+
+
+# -- jit inlining, result handlers ------------------------------------------------
+
+
+def test_make_jaxpr_of_a_map_shows_the_map_not_a_jit():
+    f = pmapc.pmap(lambda x: lax.psum(x, "i"), axis_name="i")
+    closed = jax.make_jaxpr(f)(np.ones((4, 3), np.float32))
+    assert [eqn.primitive.name for eqn in closed.eqns][-1] == "pmapc_map"
+
+
+@pytest.mark.parametrize("target", ["partitions", "replicas"])
+def test_results_of_both_forms_reach_the_host(target):
+    x = np.arange(4 * 3, dtype=np.float32).reshape(4, 3)
+    f = pmapc.pmap(lambda v: lax.psum(v, "i") + lax.axis_index("i"), axis_name="i")
+    compiled = pmapc.lower(f, x, target=target).compile()
+    (result,) = jax.tree_util.tree_leaves(compiled(x))
+    expected = x.sum(axis=0) + np.arange(4)[:, None]
+    np.testing.assert_array_equal(np.asarray(result), expected)
+    np.testing.assert_array_equal(np.asarray(result.addressable_shards[1].data)[0], expected[1])
