@@ -5,6 +5,13 @@ Reads what `Compiled.as_text()` (pmapc, replica mode) and `jax.jit(f).lower(...)
 `while` body count once per iteration when XLA knows the trip count
 (`known_trip_count`); otherwise once, and the loop is listed as unknown.
 
+Replica groups come in three forms: explicit (`{{0,1},{2,3}}`, `{}` for all
+devices), iota (`[2,4]<=[8]`) and, from JAX 0.11 on, mesh axes
+(`mesh['x'=2,'y'=4] {'y'}`: the group is every named axis, so its size is the
+product of theirs). A collective may be wrapped in an `async-start` that calls a
+computation holding it (counted through the start only) or split into
+`<kind>-start`/`-done` (counted at the start).
+
 Bytes are per device per step, by the cost model of /work/shared/REFERENCE.md:
 all-reduce 2(n-1)/n*S; all-gather, reduce-scatter, all-to-all (n-1)/n*S of the
 larger (gathered/scattered) size; collective-permute S. n is the replica-group
@@ -28,6 +35,9 @@ _INSTRUCTION = re.compile(r"^\s+(?:ROOT\s+)?%?[\w.\-]+\s*=\s*(.+?)\s+([a-z][\w\-
 _ARRAY = re.compile(r"\b([a-z]+\d*)\[([\d,]*)\]")
 _EXPLICIT_GROUPS = re.compile(r"replica_groups=\{(\{[\d,]*\}(?:,\{[\d,]*\})*)?\}")
 _IOTA_GROUPS = re.compile(r"replica_groups=\[(\d+),(\d+)\]<=")
+_MESH_GROUPS = re.compile(r"replica_groups=mesh\[([^\]]*)\]\s*\{([^}]*)\}")
+_MESH_AXIS = re.compile(r"'([^']*)'=(\d+)")
+_AXIS_REF = re.compile(r"'([^']*)'(?::\((\d+)\)(\d+))?")  # 'x', or a sub-axis 'x':(1)2
 _DEVICE_COUNT = re.compile(r"(?:replica_count|num_partitions)=(\d+)")
 _CALLEE = re.compile(r"\b(body|condition|calls|to_apply|true_computation|false_computation)"
                      r"=%?([\w.\-]+)")
@@ -86,7 +96,15 @@ def array_bytes(type_text: str) -> list[int]:
 
 
 def group_size(attributes: str, device_count: int) -> int:
-    """The replica-group size, from explicit groups, iota groups or `{}` (all devices)."""
+    """The replica-group size, from mesh-axis, explicit or iota groups, or `{}`
+    (all devices)."""
+    mesh = _MESH_GROUPS.search(attributes)
+    if mesh:
+        sizes = {name: int(size) for name, size in _MESH_AXIS.findall(mesh.group(1))}
+        size = 1
+        for name, _, sub_axis_size in _AXIS_REF.findall(mesh.group(2)):
+            size *= int(sub_axis_size) if sub_axis_size else sizes[name]
+        return size
     iota = _IOTA_GROUPS.search(attributes)
     if iota:
         return int(iota.group(2))
@@ -155,6 +173,8 @@ def _read_instruction(parsed: _Parsed, computation: str, match, device_count: in
         n = group_size(rest, device_count)
         size = payload_bytes(kind, type_text, n, is_async_start)
         parsed.collectives.append(Collective(kind, n, size, computation))
+    if opcode in ("async-update", "async-done"):
+        return  # the computation they name runs once, counted at its async-start
     trip = _TRIP_COUNT.search(rest)
     for role, callee in _CALLEE.findall(rest):
         if role == "body":
