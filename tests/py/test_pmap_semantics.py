@@ -160,6 +160,18 @@ def test_all_gather_over_reversed_tuple_orders_model_major():
     assert_tree_equal(actual, np.broadcast_to(model_major, (2, 4, 8)))
 
 
+def test_ppermute_over_an_unsorted_tuple_counts_in_mesh_order_on_every_jax():
+    """JAX 0.4.30's values (docs/ir.md, the goldens): the group is sorted, so a
+    shift over ('model', 'data') moves data as over ('data', 'model'). JAX 0.11.1+
+    refuses that tuple under shard_map (`jax_raise_on_ppermute_sort_diff`, on by
+    default) and without the check would follow the tuple's order; pmapc keeps
+    0.4.30's semantics on every release."""
+    shift = nest(pmapc.pmap, lambda v: lax.ppermute(v, ("model", "data"), ring(8)), NAMES)
+    device_ids = np.arange(8, dtype=np.int32).reshape(2, 4)
+    expected = np.array([[7, 0, 1, 2], [3, 4, 5, 6]], np.int32)
+    assert_tree_equal(np.asarray(shift(device_ids)), expected)
+
+
 @pytest.mark.parametrize("axes", ["model", "data", ("data", "model")], ids=str)
 def test_ppermute_leaves_devices_without_source_zero(axes, rng):
     n = size_of(MESH_2X4, axes)
