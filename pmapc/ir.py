@@ -42,8 +42,8 @@ _jax_mlir_ext.register_dialects(_UPSTREAM_DIALECTS)
 
 
 def make_context() -> ir.Context:
-    """A new context of pmapc's own, with the dialects of JAX's modules loaded
-    (stablehlo, chlo, sdy, func, ...) and no others.
+    """A new context of pmapc's own, with the dialects JAX loads into its contexts
+    (stablehlo, chlo, sdy, func and the other upstream ones jaxlib registers).
 
     pmapc never uses or changes a context JAX hands out (from 0.11 on, JAX reuses
     one per thread for later lowerings): it reads JAX's modules into its own
