@@ -232,8 +232,10 @@ class _Flattener:
             op.move_after(last)
             last = op
         unused = len(body.arguments)
+        adopted_for = {}
         for argument in list(host.arguments):
-            adopted = body.add_argument(argument.type, argument.location)
+            adopted = adopted_for[argument] = body.add_argument(argument.type,
+                                                                argument.location)
             argument.replace_all_uses_with(adopted)
             if argument in self.split_args:
                 self.split_args[adopted] = self.split_args.pop(argument)
@@ -242,7 +244,9 @@ class _Flattener:
         home = body.region
         body.append_to(region)
         host.append_to(home)
-        return results
+        # A body may return an argument of `host` itself (an unmapped operand passed
+        # through): `host` goes with its arguments, so return the one `body` adopted.
+        return [adopted_for.get(value, value) for value in results]
 
     # -- slices and gathers --------------------------------------------------
 

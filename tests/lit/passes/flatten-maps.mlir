@@ -452,3 +452,31 @@ module @sibling_maps_of_different_sizes {
     return %0 : tensor<f32>
   }
 }
+
+// -----
+
+// A long body (more ops than the block around the map) takes the place of
+// @main's block, which goes with its arguments (`splice`); a body that returns
+// an unmapped operand, an argument of @main, returns the argument the new
+// block adopted. (Took a freed argument before: a crash under jax.linearize.)
+// CHECK-LABEL: module @long_body_returns_an_unmapped_entry_argument
+// CHECK: func.func public @main(%[[X:.*]]: tensor<1x4xf32> {{.*}}, %[[Z:.*]]: tensor<1x4xf32>
+// CHECK: %[[COS:.*]] = stablehlo.cosine
+// CHECK: %[[PRODUCT:.*]] = stablehlo.multiply %{{.*}}, %[[Z]]
+// CHECK: %[[BLOCK:.*]] = stablehlo.reshape %[[PRODUCT]] : (tensor<1x4xf32>) -> tensor<1x1x4xf32>
+// CHECK: %[[COS_BLOCK:.*]] = stablehlo.reshape %[[COS]] : (tensor<4xf32>) -> tensor<1x4xf32>
+// CHECK: %[[Z_BLOCK:.*]] = stablehlo.reshape %[[Z]] : (tensor<1x4xf32>) -> tensor<1x1x4xf32>
+// CHECK: return %[[BLOCK]], %[[COS_BLOCK]], %[[Z_BLOCK]]
+module @long_body_returns_an_unmapped_entry_argument {
+  func.func public @main(%arg0: tensor<8x4xf32>, %arg1: tensor<1x4xf32>) -> (tensor<8x1x4xf32>, tensor<8x4xf32>, tensor<8x1x4xf32>) {
+    %0:3 = stablehlo.custom_call @pmapc.map(%arg0, %arg1) {called_computations = [@body], api_version = 4 : i32, backend_config = {axis_name = "i", axis_size = 8 : i64, in_axes = [0, unit], out_axes = [0, 0, 0]}} : (tensor<8x4xf32>, tensor<1x4xf32>) -> (tensor<8x1x4xf32>, tensor<8x4xf32>, tensor<8x1x4xf32>)
+    return %0#0, %0#1, %0#2 : tensor<8x1x4xf32>, tensor<8x4xf32>, tensor<8x1x4xf32>
+  }
+  func.func private @body(%arg0: tensor<4xf32>, %arg1: tensor<1x4xf32>) -> (tensor<1x4xf32>, tensor<4xf32>, tensor<1x4xf32>) {
+    %0 = stablehlo.sine %arg0 : tensor<4xf32>
+    %1 = stablehlo.cosine %arg0 : tensor<4xf32>
+    %2 = stablehlo.broadcast_in_dim %0, dims = [1] : (tensor<4xf32>) -> tensor<1x4xf32>
+    %3 = stablehlo.multiply %2, %arg1 : tensor<1x4xf32>
+    return %3, %1, %arg1 : tensor<1x4xf32>, tensor<4xf32>, tensor<1x4xf32>
+  }
+}
