@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 
 from pmapc import ir
-from pmapc.errors import Diagnostic, DiagnosticError, PipelineError
+from pmapc.errors import Diagnostic, DiagnosticError, PassFailure, PipelineError, PmapcError
 from pmapc.passes import DEFAULT_TARGET, PASSES, TARGETS, Pass
 from pmapc.passes.base import Analyses, from_options, run_pass
 from pmapc.passes.combine_all_reduces import CombineAllReducesPass
@@ -170,8 +170,13 @@ def run_passes(module: ir.Module, passes: Sequence[Pass], after_pass: AfterPass 
     changed_any = False
     analyses = Analyses()
     for pass_ in passes:
-        with ir.building(module):
-            changed = run_pass(pass_, module, analyses)
+        try:
+            with ir.building(module):
+                changed = run_pass(pass_, module, analyses)
+        except PmapcError:
+            raise  # a diagnostic about the input, or a failure already named
+        except Exception as error:  # a pmapc bug: name the pass that raised it
+            raise PassFailure(pass_.name, done, error) from error
         changed_any |= changed
         preserved = analyses.preserved() if check_preserved else {}
         analyses.after_pass(changed)

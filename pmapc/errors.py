@@ -120,6 +120,18 @@ class PipelineError(PmapcError):
     """A pass pipeline string is malformed or names an unknown pass."""
 
 
+class PassFailure(PmapcError, RuntimeError):
+    """A pass raised an error of its own (a pmapc bug): the pass, the passes before it
+    and the error, which is also the exception's `__cause__`."""
+
+    def __init__(self, pass_name: str, before: list[str], error: BaseException):
+        self.pass_name = pass_name
+        super().__init__(
+            f"pass '{pass_name}' failed (passes run before it: {', '.join(before) or 'none'}): "
+            f"{type(error).__name__}: {error}; this is a pmapc bug, please report it with "
+            "the input (pmapc trace --emit=pmapc writes it)")
+
+
 _ERROR_CLASSES: dict[Category, type[PmapcError]] = {
     Category.AXIS: AxisError,
     Category.SHAPE: ShapeError,

@@ -2,7 +2,10 @@
 
 Each takes an insertion point and a location and returns the new op's result.
 Ops are created generically by name through `pmapc.ir`, so these survive
-changes in the generated Python op classes.
+changes in the generated Python op classes. Each checks its operands' types
+before building: an op that would not fit is a `BuildError` (the pass that
+asked is named by the driver, `compiler/pipeline.py`), never IR that only
+fails later, far from its cause.
 """
 
 from __future__ import annotations
@@ -30,9 +33,21 @@ def zeros(type_: ir.Type, *, loc, ip) -> ir.Value:
     return constant(ir.zero_attr(type_), type_, loc=loc, ip=ip)
 
 
+class BuildError(ValueError):
+    """A builder was asked for an op whose operand types do not fit (a pmapc bug)."""
+
+
+def _check(fits: bool, message: str) -> None:
+    if not fits:
+        raise BuildError(message)
+
+
 def reshape(value: ir.Value, shape: Sequence[int], *, loc, ip) -> ir.Value:
-    if ir.shape_of(value.type) == tuple(shape):
+    have = ir.shape_of(value.type)
+    if have == tuple(shape):
         return value
+    _check(int(np.prod(have)) == int(np.prod(shape)),
+           f"reshape of {value.type} to {list(shape)}: the element counts differ")
     result_type = ir.tensor_type(shape, ir.element_type_of(value.type))
     return ir.create_op("stablehlo.reshape", [value], [result_type], loc=loc, ip=ip).result
 
@@ -45,7 +60,8 @@ def insert_unit_dim(value: ir.Value, dim: int, *, loc, ip) -> ir.Value:
 
 def drop_dim(value: ir.Value, dim: int, *, loc, ip) -> ir.Value:
     shape = list(ir.shape_of(value.type))
-    assert shape[dim] == 1, (shape, dim)
+    _check(0 <= dim < len(shape) and shape[dim] == 1,
+           f"dropping dimension {dim} of {value.type}: it is not a unit dimension")
     del shape[dim]
     return reshape(value, shape, loc=loc, ip=ip)
 
@@ -53,6 +69,11 @@ def drop_dim(value: ir.Value, dim: int, *, loc, ip) -> ir.Value:
 def dynamic_slice(
     value: ir.Value, starts: Sequence[ir.Value], sizes: Sequence[int], *, loc, ip
 ) -> ir.Value:
+    shape = ir.shape_of(value.type)
+    _check(len(starts) == len(shape) == len(sizes)
+           and all(0 <= size <= dim for size, dim in zip(sizes, shape)),
+           f"dynamic_slice of {value.type} with {len(starts)} start(s) and sizes "
+           f"{list(sizes)}: one start and a size within each dimension are needed")
     result_type = ir.tensor_type(sizes, ir.element_type_of(value.type))
     attributes = {"slice_sizes": ir.dense_i64_array_attr(sizes)}
     op = ir.create_op(
@@ -68,6 +89,8 @@ def convert(value: ir.Value, element_type: ir.Type, *, loc, ip) -> ir.Value:
 
 def binary(name: str, lhs: ir.Value, rhs: ir.Value, *, loc, ip) -> ir.Value:
     """stablehlo.{add, multiply, divide, remainder, ...} of two same-typed values."""
+    _check(lhs.type == rhs.type, f"stablehlo.{name} of {lhs.type} and {rhs.type}: the "
+           "operand types differ")
     return ir.create_op(f"stablehlo.{name}", [lhs, rhs], [lhs.type], loc=loc, ip=ip).result
 
 

@@ -7,10 +7,10 @@ from typing import ClassVar
 
 import pytest
 
-from pmapc import ir
+from pmapc import hlo, ir
 from pmapc.compiler import driver
 from pmapc.compiler.pipeline import default_pipeline, run_passes
-from pmapc.errors import DiagnosticError
+from pmapc.errors import DiagnosticError, PassFailure
 from pmapc.passes.base import Analyses
 from pmapc.passes.flatten_maps import FlattenMapsPass
 from pmapc.passes.nesting import analyze
@@ -120,3 +120,29 @@ def test_flatten_maps_on_the_nesting_verify_axes_kept_flattens_the_same():
     with ir.building(alone):
         FlattenMapsPass().run(alone)
     assert ir.print_module(shared, debug_info=True) == ir.print_module(alone, debug_info=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class ReshapeWrongCountPass:
+    """Ask the reshape builder for @main's argument with another element count."""
+
+    name: ClassVar[str] = "reshape-wrong-count"
+
+    def run(self, module: ir.Module) -> bool:
+        main_function = ir.functions(module)["main"]
+        block = ir.function_entry_block(main_function)
+        argument = block.arguments[0]
+        hlo.reshape(argument, [3], loc=main_function.location,
+                    ip=ir.InsertionPoint.at_block_begin(block))
+        return True
+
+
+def test_a_builder_refuses_ill_typed_ops_and_the_driver_names_the_pass():
+    module = ir.parse_module(EXAMPLE_IR.read_text(), ir.make_context())
+    with pytest.raises(PassFailure) as info:
+        run_passes(module, (VerifyAxesPass(), ReshapeWrongCountPass()))
+    message = str(info.value)
+    assert "pass 'reshape-wrong-count' failed (passes run before it: verify-axes)" in message
+    assert "BuildError: reshape of tensor<2x4x8xf32> to [3]" in message
+    assert isinstance(info.value.__cause__, hlo.BuildError)
+    assert isinstance(info.value, RuntimeError)
