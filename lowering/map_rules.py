@@ -13,7 +13,9 @@ binds a new map of the result:
   fanned out to every index, so its cotangent is summed over the axis: mapped
   out along a new leading axis and summed outside the map, JAX 0.4 pmap's rule.
   (A `psum` inside would return a replicated value, whose cotangent in a
-  second transpose reaches every index and is counted once per index.)
+  second transpose reaches every index and is counted once per index.) An
+  unmapped output (`out_axes=None`) is one value: each index gets its n-th
+  part of the cotangent (JAX 0.4.30 refused to transpose such a map).
 - batching: batched operands carry the batch at dimension 0, inside the body
   too; `jax.vmap`'s own axis name stays usable by the body's collectives.
 
@@ -150,7 +152,8 @@ def _map_transpose(cotangents, *args, jaxpr, in_axes, out_axes, **params):
     linear = [jax_api.is_undefined_primal(x) for x in args]
     residuals = [x for x, lin in zip(args, linear) if not lin]
     residual_avals = [aval for aval, lin in zip(jaxpr.in_avals, linear) if not lin]
-    cotangents = [jax_api.instantiate_zeros(ct) for ct in cotangents]
+    cotangents = [_fan_out(jax_api.instantiate_zeros(ct), axis, axis_size)
+                  for ct, axis in zip(cotangents, out_axes)]
 
     def transposed_body(*values):
         given = iter(values[:len(residuals)])
@@ -169,6 +172,16 @@ def _map_transpose(cotangents, *args, jaxpr, in_axes, out_axes, **params):
     cts = [_fan_in(next(outs), axis) for axis in linear_in_axes]
     cts = iter(cts)
     return [next(cts) if lin else None for lin in linear]
+
+
+def _fan_out(ct, out_axis, axis_size):
+    """The cotangent each index gets of an output: an unmapped one (`out_axes=None`)
+    is one value, the same at every index, so each index gets its n-th part (as
+    `jax.shard_map` transposes a replicated output; counting it once per index
+    would multiply the derivative by the axis size)."""
+    if out_axis is not None or not jax.numpy.issubdtype(ct.dtype, jax.numpy.inexact):
+        return ct
+    return ct / axis_size
 
 
 def _fan_in(ct, in_axis):

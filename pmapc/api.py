@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
+import types
 from collections.abc import Callable, Sequence
 
 import jax
@@ -127,6 +128,14 @@ class MappedFunction:
         if self._calls % MAX_IN_FLIGHT == 0:
             wait_until_ready(outputs)  # bound the runs in flight (see __init__)
         return outputs
+
+    def __get__(self, instance, owner=None):
+        """A map used as a method binds `self` as its first argument, as a function
+        does (as with `jax.pmap`: `static_broadcasted_argnums=0` then makes `self`
+        static, and `in_axes` counts it)."""
+        if instance is None:
+            return self
+        return types.MethodType(self, instance)
 
     def _checked_run(self, args) -> Callable:
         """For a call that checks its donations or runs across processes (or is the

@@ -37,6 +37,8 @@ from oracle import (
     psum_scatter_reference,
 )
 
+import pmapc
+
 MAX_BLOCK = 64  # elements per device, at every step
 AXIS_NAMES = ("i", "j", "k", "data", "model", "x")  # drawn with repeats: shadowing happens
 REDUCTIONS = ("psum", "pmean", "pmax", "pmin")
@@ -189,6 +191,15 @@ def vmap_can_run(program: Program) -> bool:
     return True
 
 
+def jax_can_batch(program: Program) -> bool:
+    """False if the program has an untiled psum_scatter: JAX's batching rule for it
+    (jax 0.10 to 0.12) puts the result's batch dimension one too far when the operand
+    carries it after the scatter dimension, so `jax.vmap` of the program fails, with
+    pmapc as with the oracle."""
+    return not any(op.kind == "psum_scatter" and not op.tiled
+                   for level in program.levels for op in level.ops)
+
+
 def sample_arguments(program: Program) -> list[np.ndarray]:
     """Small integers (floats too): sums, means over powers of two and products stay exact."""
     rng = np.random.default_rng(program.seed)
@@ -247,6 +258,12 @@ def build(program: Program, mapper: Callable) -> Callable:
     return fun
 
 
+def run_with_pmapc(program: Program, arrays: list[np.ndarray]) -> np.ndarray:
+    """The program's result with `pmapc.pmap` (np.asarray waits for it: XLA's CPU
+    collectives can deadlock with many programs queued)."""
+    return np.asarray(build(program, pmapc.pmap)(*arrays))
+
+
 def calling(inner, ops: tuple[Op, ...]):
     """An outer body: call the map below, run this level's ops on its stacked result."""
     return lambda *args: run_jax_ops(ops, inner(*args))
@@ -256,6 +273,65 @@ def map_level(program: Program, depth: int, body, mapper):
     level = program.levels[depth]
     return mapper(body, level.name, in_axes=tuple(arg.in_axes[depth] for arg in program.args),
                   out_axes=level.out_axis, axis_size=level.size if level.pass_size else None)
+
+
+# ----------------------------------------------------------------------------
+# JAX's transformations of a program (float32; no pmax or pmin, which have no
+# derivative): run the same way on `pmapc.pmap` and on the nested-vmap oracle
+
+
+TRANSFORMATIONS = ("grad", "vjp", "jvp", "linearize", "vmap", "jit", "remat")
+
+
+def differentiable(program: Program) -> Program:
+    """`program` with float32 arguments, and psum and pmean for pmax and pmin."""
+    replacements = {"pmax": "psum", "pmin": "pmean"}
+    levels = tuple(dataclasses.replace(level, ops=tuple(
+        dataclasses.replace(op, kind=replacements.get(op.kind, op.kind)) for op in level.ops))
+        for level in program.levels)
+    args = tuple(dataclasses.replace(arg, dtype="float32") for arg in program.args)
+    return dataclasses.replace(program, levels=levels, args=args)
+
+
+def transformation_inputs(program: Program, arrays: list[np.ndarray], out_shape
+                          ) -> tuple[np.ndarray, list[np.ndarray]]:
+    """(cotangent of the result, tangents of the arguments): small integers, from the seed."""
+    rng = np.random.default_rng(program.seed + 1)
+    weights = rng.integers(-3, 4, size=out_shape).astype(np.float32)
+    tangents = [rng.integers(-3, 4, size=array.shape).astype(np.float32) for array in arrays]
+    return weights, tangents
+
+
+def run_transformed(program: Program, transformation: str, arrays, weights, tangents,
+                    mapper: Callable = pmapc.pmap) -> list[np.ndarray]:
+    """`transformation` of the program (built with `mapper`) at `arrays`: every value it
+    gives, as numpy arrays (the forward result too, where the transformation has one)."""
+    fun = build(program, mapper)
+    argnums = tuple(range(len(arrays)))
+
+    def loss(*args):
+        return (fun(*args) * weights).sum()
+
+    match transformation:
+        case "grad":
+            values = jax.grad(loss, argnums=argnums)(*arrays)
+        case "remat":
+            values = jax.grad(jax.checkpoint(loss), argnums=argnums)(*arrays)
+        case "vjp":
+            out, pull = jax.vjp(fun, *arrays)
+            values = (out, *pull(weights))
+        case "jvp":
+            values = jax.jvp(fun, tuple(arrays), tuple(tangents))
+        case "linearize":
+            out, derivative = jax.linearize(fun, *arrays)
+            values = (out, derivative(*tangents))
+        case "vmap":  # a batch of two over a new leading dimension of every argument
+            values = (jax.vmap(fun)(*[np.stack([a, 2 * a + 1]) for a in arrays]),)
+        case "jit":
+            values = (jax.jit(fun)(*arrays),)
+        case _:
+            raise ValueError(f"unknown transformation '{transformation}'")
+    return [np.asarray(value) for value in values]
 
 
 # ----------------------------------------------------------------------------

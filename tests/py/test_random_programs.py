@@ -30,17 +30,12 @@ KNOWN_BUGS with an xfail(strict=True) test.
 from __future__ import annotations
 
 import dataclasses
-import faulthandler
-import multiprocessing
 import os
-import signal
-import tempfile
-import time
-import traceback
 
 import jax
 import numpy as np
 import pytest
+from child_process import ChildFailure, ChildProcess
 from hypothesis import HealthCheck, event, given, reject, settings
 from oracle import assert_tree_equal
 from random_programs import (
@@ -52,12 +47,11 @@ from random_programs import (
     build,
     programs,
     run_numpy,
+    run_with_pmapc,
     sample_arguments,
     vmap_can_run,
     vmap_mapper,
 )
-
-import pmapc
 
 RANDOM_PROGRAMS = int(os.environ.get("PMAPC_RANDOM_PROGRAMS", "200"))
 RTOL = 1e-5
@@ -69,113 +63,18 @@ RTOL = 1e-5
 KNOWN_BUGS: dict[str, str] = {}
 
 
-# ----------------------------------------------------------------------------
-# pmapc in a child process: a crash or a hang fails one program, not the test session
-
-
-class PmapcFailure(AssertionError):
-    """pmapc raised an error, crashed its process or hung; `details` says what it reported."""
-
-    def __init__(self, summary: str, details: str):
-        super().__init__(f"{summary}:\n{details}")
-        self.details = details
-
-
-class PmapcProcess:
-    """Runs programs with `pmapc.pmap` in a spawned child process with 8 CPU devices.
-
-    A segfault or a deadlock in pmapc then fails the program that caused it, and
-    hypothesis can shrink it, instead of killing pytest. The child restarts as needed.
-    """
-
-    def __init__(self, timeout: float = 120.0):
-        self.timeout = timeout
-        self.process = self.connection = None
-        handle, self.fault_log = tempfile.mkstemp(prefix="pmapc-faults-", suffix=".txt")
-        os.close(handle)
-
-    def run(self, program: Program, arrays: list[np.ndarray]) -> np.ndarray:
-        if self.process is None:
-            self.start()
-        self.connection.send((program, arrays))
-        if not self.connection.poll(self.timeout):
-            os.kill(self.process.pid, signal.SIGUSR1)  # its faulthandler writes every stack
-            time.sleep(1)
-            self.fail(f"pmapc did not finish in {self.timeout:.0f} s (a deadlock?)")
-        try:
-            status, value = self.connection.recv()
-        except EOFError:
-            status, value = "crashed", None
-        if status == "crashed":
-            self.process.join()
-            self.fail(f"pmapc crashed its process (exit code {self.process.exitcode})")
-        if status == "error":
-            raise PmapcFailure("pmapc raised an error", value)
-        return value
-
-    def fail(self, summary: str):
-        """Stop the child; raise a PmapcFailure with the Python stacks it wrote."""
-        self.stop()
-        with open(self.fault_log) as log:
-            raise PmapcFailure(summary, log.read())
-
-    def start(self) -> None:
-        context = multiprocessing.get_context("spawn")
-        self.connection, child_end = context.Pipe()
-        self.process = context.Process(target=serve, args=(child_end, self.fault_log),
-                                       daemon=True)
-        self.process.start()
-        child_end.close()  # so that the child's death reads as EOF here
-
-    def stop(self) -> None:
-        if self.process is not None:
-            self.process.kill()
-            self.process.join()
-            self.connection.close()
-        self.process = self.connection = None
-
-    def close(self) -> None:
-        self.stop()
-        os.unlink(self.fault_log)
-
-
-def serve(connection, fault_log: str) -> None:
-    """The child: run every (program, arrays) received with pmapc, send back the result."""
-    log = open(fault_log, "w")  # open until the child exits
-    faulthandler.enable(log)
-    faulthandler.register(signal.SIGUSR1, log, all_threads=True)
-    pmapc.use_host_devices(8)
-    while True:
-        try:
-            program, arrays = connection.recv()
-        except EOFError:
-            return
-        try:
-            # np.asarray waits: XLA's CPU collectives can deadlock with many programs queued.
-            reply = ("ok", np.asarray(build(program, pmapc.pmap)(*arrays)))
-        except Exception as error:
-            reply = ("error", describe(error))
-        connection.send(reply)
-
-
-def describe(error: Exception) -> str:
-    """The traceback, and the error pmapc raised it from (with the IR diagnostics' notes)."""
-    text = "".join(traceback.format_exception(error))
-    return text if error.__context__ is None else f"{text}\nraised from:\n{error.__context__}"
-
-
 @pytest.fixture(scope="module")
 def pmapc_process():
-    process = PmapcProcess()
+    process = ChildProcess()
     yield process
     process.close()
 
 
-def check_program(program: Program, pmapc_process: PmapcProcess) -> np.ndarray:
+def check_program(program: Program, pmapc_process: ChildProcess) -> np.ndarray:
     """Run `program` with pmapc and the oracles; compare. Returns pmapc's result."""
     arrays = sample_arguments(program)
     expected = run_numpy(program, arrays)
-    actual = pmapc_process.run(program, arrays)
+    actual = pmapc_process.run(run_with_pmapc, program, arrays)
     if vmap_can_run(program):
         # The oracles agree first, so a disagreement with pmapc is not an oracle's bug.
         vmapped = np.asarray(jax.jit(build(program, vmap_mapper))(*arrays))
@@ -198,11 +97,11 @@ def record_events(program: Program) -> None:
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                  HealthCheck.filter_too_much])
 @given(program=programs())
-def test_random_program_matches_the_oracles(program: Program, pmapc_process: PmapcProcess):
+def test_random_program_matches_the_oracles(program: Program, pmapc_process: ChildProcess):
     record_events(program)
     try:
         check_program(program, pmapc_process)
-    except PmapcFailure as failure:
+    except ChildFailure as failure:
         for signature, bug in KNOWN_BUGS.items():
             if signature in failure.details:
                 event(f"rejected, known pmapc bug: {bug}")
@@ -257,7 +156,7 @@ INTERESTING = {
 
 
 @pytest.mark.parametrize("program", INTERESTING.values(), ids=INTERESTING.keys())
-def test_interesting_program(program: Program, pmapc_process: PmapcProcess):
+def test_interesting_program(program: Program, pmapc_process: ChildProcess):
     check_program(program, pmapc_process)
 
 
@@ -287,5 +186,5 @@ REGRESSIONS = {
 
 
 @pytest.mark.parametrize("program", REGRESSIONS.values(), ids=REGRESSIONS.keys())
-def test_fixed_pmapc_bug(program: Program, pmapc_process: PmapcProcess):
+def test_fixed_pmapc_bug(program: Program, pmapc_process: ChildProcess):
     check_program(program, pmapc_process)

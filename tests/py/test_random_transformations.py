@@ -1,0 +1,140 @@
+"""JAX's transformations of random nested programs: pmapc against the nested-vmap oracle.
+
+`random_programs.programs()` draws a nest (meshes of 8 devices with size-1 axes among
+them, unmapped arguments, unit dimensions, every in_axes/out_axes the generator knows,
+shadowed names, every collective with a derivative), made float32 and differentiable
+(`differentiable`: pmax and pmin become psum and pmean); then one of `grad`, `vjp`,
+`jvp`, `linearize`, `vmap` (a batch of two), `jit` and `remat` (grad of a checkpoint)
+is applied to it, built once with `pmapc.pmap` and once with nested named `jax.vmap`,
+and every value the transformation gives must agree (integer-valued data: exactly up
+to float rounding). Only programs vmap can run are drawn (`vmap_can_run`): JAX's own
+autodiff of the vmap program is the oracle, independent of pmapc's rules.
+
+pmapc runs in a child process (tests/py/child_process.py): a crash fails one program,
+which hypothesis shrinks. 500 programs by default (about 2-3 minutes on 2 cores);
+more with PMAPC_RANDOM_TRANSFORMED:
+
+    PMAPC_RANDOM_TRANSFORMED=5000 .venv/bin/python -m pytest tests/py/test_random_transformations.py
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from child_process import ChildProcess
+from hypothesis import HealthCheck, assume, event, given, settings
+from hypothesis import strategies as st
+from oracle import assert_tree_equal
+from random_programs import (
+    TRANSFORMATIONS,
+    Arg,
+    Level,
+    Op,
+    Program,
+    differentiable,
+    jax_can_batch,
+    programs,
+    run_numpy,
+    run_transformed,
+    sample_arguments,
+    transformation_inputs,
+    vmap_can_run,
+    vmap_mapper,
+)
+
+RANDOM_TRANSFORMED = int(os.environ.get("PMAPC_RANDOM_TRANSFORMED", "500"))
+RTOL = 1e-5
+
+
+@pytest.fixture(scope="module")
+def pmapc_process():
+    process = ChildProcess()
+    yield process
+    process.close()
+
+
+def check_transformed(program: Program, transformation: str, process: ChildProcess) -> None:
+    arrays = sample_arguments(program)
+    out_shape = run_numpy(program, arrays).shape
+    weights, tangents = transformation_inputs(program, arrays, out_shape)
+    expected = run_transformed(program, transformation, arrays, weights, tangents,
+                               mapper=vmap_mapper)
+    actual = process.run(run_transformed, program, transformation, arrays, weights, tangents)
+    assert len(actual) == len(expected)
+    for ours, oracle in zip(actual, expected):
+        assert_tree_equal(ours, oracle, rtol=RTOL)
+
+
+@st.composite
+def transformed_programs(draw) -> tuple[Program, str]:
+    program = differentiable(draw(programs()))
+    assume(vmap_can_run(program))
+    transformation = draw(st.sampled_from(TRANSFORMATIONS))
+    assume(transformation != "vmap" or jax_can_batch(program))
+    return program, transformation
+
+
+@settings(max_examples=RANDOM_TRANSFORMED, derandomize=True, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                 HealthCheck.filter_too_much])
+@given(case=transformed_programs())
+def test_transformed_random_program_matches_nested_vmap(case, pmapc_process):
+    program, transformation = case
+    event(transformation)
+    event(f"mesh {'x'.join(str(level.size) for level in program.levels)}")
+    if any(None in arg.in_axes for arg in program.args):
+        event("an unmapped argument")
+    check_transformed(program, transformation, pmapc_process)
+
+
+# The crash of issue 19: an argument unmapped at a map (in_axes=None) with a leading
+# dimension of 1, returned through the map under linearize/grad. flatten-maps freed
+# the block argument it returned (fixed in the commit that added this test).
+UNMAPPED_UNIT = Program(
+    levels=(Level("i", 8, False, 0, ()),),
+    block=(1, 4),
+    args=(Arg("float32", (0,)), Arg("float32", (None,))),
+    combine="multiply",
+    seed=3,
+)
+UNMAPPED_UNIT_NESTED = Program(
+    levels=(Level("data", 2, False, 0, ()), Level("model", 4, False, 1, (Op("psum", "data"),))),
+    block=(1, 2),
+    args=(Arg("float32", (0, 0)), Arg("float32", (None, None))),
+    combine="multiply",
+    seed=4,
+)
+
+
+@pytest.mark.parametrize("transformation", TRANSFORMATIONS)
+@pytest.mark.parametrize("program", [UNMAPPED_UNIT, UNMAPPED_UNIT_NESTED],
+                         ids=["one-map", "nested"])
+def test_unmapped_argument_with_a_unit_leading_dimension(program, transformation,
+                                                         pmapc_process):
+    check_transformed(program, transformation, pmapc_process)
+
+
+def test_the_issue_19_crash_program(pmapc_process):
+    """`jax.linearize` of the smallest program that crashed, against numpy: d/dy of
+    sin(y) * z is cos(y) * z."""
+    y = np.linspace(-1, 1, 32, dtype=np.float32).reshape(8, 4)
+    z = np.full((1, 4), 3.0, np.float32)
+    out, tangent = pmapc_process.run(linearize_sin_times, y, z)
+    np.testing.assert_allclose(out, np.sin(y)[:, None, :] * z, rtol=1e-6)
+    np.testing.assert_allclose(tangent, (np.cos(y) * np.ones_like(y))[:, None, :] * z,
+                               rtol=1e-6)
+
+
+def linearize_sin_times(y, z):
+    import jax
+    import jax.numpy as jnp
+
+    import pmapc
+
+    def f(y):
+        return pmapc.pmap(lambda y, z: jnp.sin(y) * z, in_axes=(0, None))(y, z)
+
+    out, derivative = jax.linearize(f, y)
+    return np.asarray(out), np.asarray(derivative(np.ones_like(y)))
