@@ -105,7 +105,8 @@ def verify_result(module: ir.Module, original: ir.Operation, passes: Sequence[Pa
             "pass when run one at a time; this is a pmapc bug, please report it")]) from None
 
 
-def compile_for_devices(compilation: Compilation, devices=None, backend=None):
+def compile_for_devices(compilation: Compilation, devices=None, backend=None,
+                        compiler_options: dict | None = None):
     """XLA-compile for the mesh's devices: a runtime.Executable."""
     chosen = runtime.pick_devices(compilation.mesh, devices, backend)
-    return runtime.Executable(compilation.module, chosen)
+    return runtime.Executable(compilation.module, chosen, compiler_options)

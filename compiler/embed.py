@@ -77,10 +77,17 @@ def compile_map(avals_in, avals_out, mesh, params) -> SpmdProgram:
                    for aval, sig in zip(avals_out, results)]
     return SpmdProgram(
         text=ir.print_module(compilation.module, debug_info=True),
-        in_specs=tuple(sig.spec() for sig in arguments),
-        out_specs=tuple(sig.spec() for sig in results),
+        in_specs=tuple(_spec(sig, aval) for sig, aval in zip(arguments, avals_in)),
+        out_specs=tuple(_spec(sig, aval) for sig, aval in zip(results, avals_out)),
         block_avals_out=tuple(block_avals),
     )
+
+
+def _spec(signature: runtime.Signature, aval) -> PartitionSpec:
+    """The shard_map spec of a value: its split over its own dimensions. A typed PRNG
+    key's module type has the key's data as trailing dimensions (a threefry key is
+    two uint32), which are never split and which the key array does not have."""
+    return PartitionSpec(*signature.spec()[:len(aval.shape)])
 
 
 def _block_aval(aval, split, mesh):

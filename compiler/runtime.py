@@ -227,14 +227,15 @@ def execution_form(module: ir.Module, mesh: Mesh) -> str:
 class Executable:
     """A compiled program bound to its devices; call it with global arrays."""
 
-    def __init__(self, module: ir.Module, devices: Sequence[jax.Device]):
+    def __init__(self, module: ir.Module, devices: Sequence[jax.Device],
+                 compiler_options: dict | None = None):
         self.mesh = dialect.mesh_of(module)
         self.devices = list(devices)
         self.arguments, self.results = signatures(module, self.mesh)
         self.form = execution_form(module, self.mesh)
         compile_for = (xla.compile_partitioned if self.form == "partitions"
                        else xla.compile_replicated)
-        self.loaded = compile_for(module, self.devices)
+        self.loaded = compile_for(module, self.devices, compiler_options)
         self.jax_mesh = jax_mesh(self.mesh, self.devices)
         self.in_shardings = [NamedSharding(self.jax_mesh, s.spec()) for s in self.arguments]
         self.out_shardings = [NamedSharding(self.jax_mesh, s.spec()) for s in self.results]

@@ -25,7 +25,10 @@ import jax.extend.backend
 import numpy as np
 from jax._src import compiler as _jax_compiler
 from jax._src import core as _core
+from jax._src import xla_bridge as _xla_bridge
 from jax._src.interpreters import pxla as _pxla
+from jax._src.lib import _jax
+from jax._src.lib import hlo as _hlo
 from jax._src.lib import xla_client as _xla_client
 
 from pmapc import dialect, ir
@@ -36,42 +39,72 @@ def backend(platform: str | None = None):
     return jax.extend.backend.get_backend(platform)
 
 
-def compile_replicated(module: ir.Module, devices: Sequence[jax.Device]):
+def compile_replicated(module: ir.Module, devices: Sequence[jax.Device],
+                       compiler_options: dict | None = None):
     """Compile `module` with one replica per device (replica r runs on devices[r])."""
-    options = _jax_compiler.get_compile_options(
-        num_replicas=len(devices),
-        num_partitions=1,
-        device_assignment=np.array(devices).reshape(len(devices), 1),
-        backend=backend(devices[0].platform),
-    )
+    options = _compile_options(devices, replicas=len(devices), partitions=1,
+                               compiler_options=compiler_options)
     options.executable_build_options.use_spmd_partitioning = False
-    client = backend(devices[0].platform)
-    return client.compile_and_load(
-        module, executable_devices=_xla_client.DeviceList(tuple(devices)), compile_options=options
-    )
+    return _load(module, devices, options)
 
 
-def compile_partitioned(module: ir.Module, devices: Sequence[jax.Device]):
+def compile_partitioned(module: ir.Module, devices: Sequence[jax.Device],
+                        compiler_options: dict | None = None):
     """Compile `module` in partition form (partition p runs on devices[p]).
 
     What XLA compiles is a copy whose `@main` takes global arrays split as
     `pmapc.split` says and runs the original `@main` with every mesh axis
     manual (see the module docstring); `module` itself is left as it is.
     """
-    count = len(devices)
-    options = _jax_compiler.get_compile_options(
-        num_replicas=1,
-        num_partitions=count,
-        device_assignment=np.array(devices).reshape(1, count),
-        backend=backend(devices[0].platform),
-    )
+    options = _compile_options(devices, replicas=1, partitions=len(devices),
+                               compiler_options=compiler_options)
     options.executable_build_options.use_spmd_partitioning = True
     options.executable_build_options.use_shardy_partitioner = True
-    client = backend(devices[0].platform)
-    return client.compile_and_load(
-        all_manual(module), executable_devices=_xla_client.DeviceList(tuple(devices)),
-        compile_options=options
+    return _load(all_manual(module), devices, options)
+
+
+def _compile_options(devices, *, replicas: int, partitions: int, compiler_options):
+    """XLA's options for `devices` laid out (replicas, partitions); `compiler_options`
+    are XLA flags by name (`jax.stages.Lowered.compile`'s), e.g.
+    {"xla_embed_ir_in_executable": True}."""
+    return _jax_compiler.get_compile_options(
+        num_replicas=replicas,
+        num_partitions=partitions,
+        device_assignment=np.array(devices).reshape(replicas, partitions),
+        backend=backend(devices[0].platform),
+        env_options_overrides=compiler_options,
     )
+
+
+def _load(module: ir.Module, devices, options):
+    return backend(devices[0].platform).compile_and_load(
+        module, executable_devices=_xla_client.DeviceList(tuple(devices)),
+        compile_options=options)
+
+
+def module_for_xla(module: ir.Module, form: str) -> ir.Module:
+    """What XLA compiles for a module in `form` ("partitions" or "replicas")."""
+    return all_manual(module) if form == "partitions" else module
+
+
+def hlo_of(module: ir.Module):
+    """XLA's HLO of `module` before XLA compiles it (an `XlaComputation`)."""
+    return _jax.mlir.mlir_module_to_xla_computation(ir.bytecode(module), use_tuple_args=False)
+
+
+def hlo_text(computation) -> str:
+    """An HLO computation's text, as `jax.stages.Lowered.as_text("hlo")` prints it."""
+    return computation.as_hlo_module().to_string(_hlo.HloPrintOptions.short_parsable())
+
+
+def estimated_cost(computation, platform: str) -> dict[str, float]:
+    """XLA's cost estimate of an HLO computation before compilation."""
+    client = backend(platform)
+    if _xla_bridge.using_pjrt_c_api(client):
+        raise NotImplementedError(
+            f"XLA estimates no cost before compiling on platform '{platform}'; use "
+            "compile().cost_analysis()")
+    return dict(_jax.hlo_module_cost_analysis(client, computation.as_hlo_module()))
 
 
 def all_manual(module: ir.Module) -> ir.Module:
@@ -131,7 +164,7 @@ def memory_analysis(executable):
     return executable.get_compiled_memory_stats()
 
 
-def hlo_text(executable) -> str:
+def compiled_hlo_text(executable) -> str:
     """The optimized HLO XLA compiled (for inspecting collectives and their bytes)."""
     return executable.hlo_modules()[0].to_string()
 
@@ -155,6 +188,4 @@ def use_host_devices(count: int) -> None:
 
 
 def _backends_started() -> bool:
-    from jax._src import xla_bridge
-
-    return bool(xla_bridge._backends)
+    return bool(_xla_bridge._backends)

@@ -27,6 +27,7 @@ from jax._src import core as _core
 from jax._src import dispatch as _dispatch
 from jax._src import pjit as _pjit
 from jax._src import source_info_util as _source_info
+from jax._src import tree_util as _tree_util
 from jax._src.array import ArrayImpl as _ArrayImpl
 from jax._src.interpreters import ad as _ad
 from jax._src.interpreters import batching as _batching
@@ -368,6 +369,24 @@ def register_map_rules(primitive, *, jvp, transpose, partial_eval, partial_eval_
 def tangent_zero(primal) -> Zero:
     """The symbolic zero tangent of a primal value."""
     return Zero(_core.typeof(primal).to_tangent_aval())
+
+
+def pytree_differences(given, expected) -> list[tuple]:
+    """How pytree structure `given` differs from `expected`: (key path, what `given`
+    has, what `expected` has, why they differ) per difference, as JAX explains a
+    compiled function called with another pytree."""
+    return list(_tree_util.equality_errors_pytreedef(given, expected))
+
+
+def is_key_dtype(dtype) -> bool:
+    """Whether `dtype` is a typed PRNG key's (`jax.random.key` and friends)."""
+    return jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)
+
+
+def wrap_key_data(data, key_dtype):
+    """Key data (what a compiled program takes and returns for a key) as keys of
+    `key_dtype`'s implementation."""
+    return jax.random.wrap_key_data(data, impl=key_dtype._impl)
 
 
 def tracing_is_idle() -> bool:

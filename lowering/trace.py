@@ -10,6 +10,7 @@ lowered to `@pmapc.*` ops (`pmapc_ir`).
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 import re
 import threading
@@ -150,6 +151,35 @@ def _normalize_axis(spec, what, axis, rank, path, extra=0) -> int | None:
                          f"range for {path or 'the value'} of rank {rank}; use an axis in "
                          f"{-limit}..{limit - 1} or None")
     return int(axis) % limit
+
+
+def argument_names(fun, in_tree, static_argnums: Sequence[int]) -> list[str]:
+    """The name of each leaf of a call's (args, kwargs) tree `in_tree` (static
+    arguments left out), as JAX names a jitted function's: the parameter of `fun` it
+    is passed to and its path inside, `x`, `y['hi']`, `args[2]` past the parameters."""
+    try:
+        parameters = list(inspect.signature(fun).parameters.values())
+    except (TypeError, ValueError):  # a builtin or a callable without a signature
+        parameters = []
+    positional = [p.name for p in parameters if p.kind in (
+        inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    extra = next((p.name for p in parameters if p.kind is inspect.Parameter.VAR_POSITIONAL),
+                 "args")
+    given = len(in_tree.children()[0].children()) + len(static_argnums)
+    dynamic = [i for i in range(given) if i not in static_argnums]
+    paths, _ = jax.tree_util.tree_flatten_with_path(
+        jax.tree_util.tree_unflatten(in_tree, [None] * in_tree.num_leaves),
+        is_leaf=lambda leaf: leaf is None)
+    names = []
+    for (kind, key, *rest), _ in paths:
+        if kind.idx == 0:  # a positional argument, numbered among the dynamic ones
+            index = dynamic[key.idx]
+            base = positional[index] if index < len(positional) else (
+                f"{extra}[{index - len(positional)}]")
+        else:
+            base = key.key
+        names.append(base + jax.tree_util.keystr(tuple(rest)))
+    return names
 
 
 def as_device_value(leaf):
@@ -297,11 +327,18 @@ def index_groups_error(refused: jax_api.RefusedIndexGroups) -> ShapeError | None
     return None
 
 
+# The attribute in which JAX names each result of @main ("result['a']"), kept.
+RESULT_INFO = "jax.result_info"
+
+
 def clean_module(module, name: str) -> None:
     """Make JAX's lowering of an outermost call a clean pmapc-IR module.
 
     Drops what `jax.jit` adds that pmapc IR does not use (replica counts,
-    result-info and sharding attributes) and names the module after the
+    sharding attributes; the Shardy mesh and the sharding constraints it puts on
+    @main's typed PRNG key arguments, which keep a key's data whole for JAX's
+    partitioner), keeps the names of @main's arguments (their
+    locations) and results (`jax.result_info`) and names the module after the
     user's function.
     """
     with ir.building(module):
@@ -310,7 +347,9 @@ def clean_module(module, name: str) -> None:
         for key in ("mhlo.num_partitions", "mhlo.num_replicas"):
             if key in attributes:
                 del attributes[key]
-        for function in ir.functions(module).values():
-            for key in ("arg_attrs", "res_attrs"):
-                if key in function.attributes:
-                    del function.attributes[key]
+        functions = ir.functions(module)
+        for symbol, function in functions.items():
+            ir.keep_arg_attrs(function, "arg", ())
+            ir.keep_arg_attrs(function, "res", (RESULT_INFO,) if symbol == "main" else ())
+        ir.drop_sharding_constraints(ir.function_entry_block(functions["main"]))
+        ir.drop_meshes(module)

@@ -7,7 +7,7 @@ along either axis or both. It composes with `jax.jit`, `grad` and `vmap`;
 that calls it.
 """
 
-from pmapc.api import Compiled, Lowered, MappedFunction, lower, pmap, use_host_devices
+from pmapc.api import MappedFunction, lower, pmap, use_host_devices
 from pmapc.errors import (
     ArgumentError,
     AxisError,
@@ -17,6 +17,7 @@ from pmapc.errors import (
     PmapcError,
     ShapeError,
 )
+from pmapc.stages import Compiled, Lowered
 
 __all__ = [
     "ArgumentError",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
 import time
 import types
 from collections.abc import Callable, Sequence
@@ -32,8 +33,10 @@ from pmapc.errors import (
 )
 from pmapc.lowering import jax_api, map_rules, placement, primitives, trace
 from pmapc.lowering.locations import at_user_call_site, from_traceback
+from pmapc.stages import CallSignature, Lowered
 
 jax_api.hide_from_locations(ir, pmapc.compiler, pmapc.lowering, pmapc.passes)
+_log = logging.getLogger("pmapc")
 assert map_rules  # imported for its registrations: autodiff and batching of maps
 
 
@@ -123,8 +126,11 @@ class MappedFunction:
         try:
             outputs = run(*args, **kwargs)
         except (TypeError, ValueError) as error:
-            self._explain(error, args, kwargs)
-            raise
+            moved = self._moved_to_mesh(args, kwargs)
+            if moved is None:
+                self._explain(error, args, kwargs)
+                raise
+            outputs = run(*moved[0], **moved[1])
         if self._calls % MAX_IN_FLIGHT == 0:
             wait_until_ready(outputs)  # bound the runs in flight (see __init__)
         return outputs
@@ -151,6 +157,28 @@ class MappedFunction:
             return lambda *args, **kwargs: self._call_across_processes(args, kwargs)
         return self._jitted
 
+    def _moved_to_mesh(self, args, kwargs) -> tuple[list, dict] | None:
+        """The call's arguments with every array committed elsewhere moved onto the
+        nest's mesh, as `jax.pmap` moves them (`jax.jit` refuses them); None if none
+        is, or if the arguments are wrong in another way. Only a call `jax.jit`
+        refused gets here: arrays already in place cost nothing."""
+        if processes.process_count() > 1:
+            return None
+        try:
+            call = trace.flatten_call(self._global_spec(), args, kwargs)
+            mesh = self._mesh_of(*_with_static(call, call.leaves))
+        except (PmapcError, TypeError, ValueError):
+            return None
+        leaves, moves = placement.onto_mesh(mesh, call.leaves, call.leaf_axes)
+        if not moves:
+            return None
+        names = trace.argument_names(self.spec.fun, call.in_tree, self.spec.static_argnums)
+        for index, source in moves:
+            _log.info("pmapc.pmap '%s': moved argument %s from %s to the mesh's devices "
+                      "(jax.pmap moves it too; put it there first to save the copy)",
+                      self.spec.name, names[index], source)
+        return _with_static(call, leaves)
+
     def _explain(self, error: Exception, args, kwargs) -> None:
         """Raise what is wrong with arguments `jax.jit` refused, in pmapc's terms, if
         pmapc can tell; else return (the caller re-raises `error`)."""
@@ -172,10 +200,14 @@ class MappedFunction:
 
     def _global_values(self, args, kwargs) -> tuple[Sequence, dict]:
         """What to stage for a call: across processes, the global shapes process-local
-        arguments are this process's rows of; otherwise the arguments themselves."""
+        arguments are this process's rows of; otherwise the arguments, with arrays
+        as their shapes and dtypes (staging reads no more, and an array committed
+        to other devices than the nest's then stages as any other)."""
         if processes.process_count() == 1 or processes.holds_global_values(
                 jax.tree_util.tree_leaves((args, kwargs))):
-            return args, kwargs
+            static = self.spec.static_argnums
+            return ([a if i in static else _shapes_of_arrays(a) for i, a in enumerate(args)],
+                    _shapes_of_arrays(kwargs))
         call = self._flatten(args, kwargs)
         return _with_static(call, processes.global_shapes(call))
 
@@ -282,6 +314,9 @@ def lower(fun: Callable, *args, target: str = "partitions", **kwargs) -> Lowered
     traced = staged.trace(*args, **kwargs)
     lowering_at = time.perf_counter()
     module = trace.pmapc_ir(traced, getattr(fun, "__name__", "program"))
+    if isinstance(fun, MappedFunction):  # JAX named the arguments of `outermost(*args)`
+        ir.set_argument_names(ir.functions(module)["main"], trace.argument_names(
+            fun.spec.fun, traced.in_tree, static_argnums))
     traced_at = time.perf_counter()
     try:
         compilation = driver.run_pipeline(module, target=target, record_stages=True)
@@ -289,8 +324,9 @@ def lower(fun: Callable, *args, target: str = "partitions", **kwargs) -> Lowered
         raise typed_error(error) from None
     compilation.timings = {"trace": lowering_at - start, "lower": traced_at - lowering_at,
                            **compilation.timings}
-    out_tree = jax.tree_util.tree_structure(traced.out_info)
-    return Lowered(compilation, out_tree, devices, backend, static_argnums)
+    names = ir.argument_names(ir.functions(module)["main"])
+    return Lowered(compilation, CallSignature.of(traced, names, static_argnums), devices,
+                   backend)
 
 
 def _with_static(call: trace.MappedCall, leaves) -> tuple[list, dict]:
@@ -300,6 +336,14 @@ def _with_static(call: trace.MappedCall, leaves) -> tuple[list, dict]:
     for index in sorted(call.static_args):
         args.insert(index, call.static_args[index])
     return args, kwargs
+
+
+def _shapes_of_arrays(tree):
+    """`tree` with each `jax.Array` in it as a `jax.ShapeDtypeStruct`."""
+    return jax.tree_util.tree_map(
+        lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype,
+                                       weak_type=jax_api.is_weakly_typed(x))
+        if isinstance(x, jax.Array) else x, tree)
 
 
 def wait_until_ready(outputs) -> None:
@@ -326,78 +370,3 @@ def check_donations(name: str, donate_argnums, args) -> None:
                     f"the same buffer is donated twice, by arguments {seen[id(leaf)]} and "
                     f"{argnum}; pass distinct arrays or donate only one of them")
             seen[id(leaf)] = argnum
-
-
-@dataclasses.dataclass
-class Lowered:
-    """A traced program and the IR after each stage."""
-
-    compilation: driver.Compilation
-    out_tree: object
-    devices: Sequence[jax.Device] | None
-    backend: str | None
-    static_argnums: tuple[int, ...] = ()
-
-    @property
-    def stages(self) -> dict[str, str]:
-        """Stage name ('pmapc', each pass name, 'stablehlo') -> IR text."""
-        return self.compilation.stages
-
-    @property
-    def timings(self) -> dict[str, float]:
-        """Seconds spent tracing ('trace': JAX's tracing, 'lower': JAX's lowering to pmapc
-        IR), in each pass and verifying the result ('verify')."""
-        return self.compilation.timings
-
-    def as_text(self, stage: str = "stablehlo") -> str:
-        if stage not in self.stages:
-            raise ValueError(f"unknown stage '{stage}'; stages are {list(self.stages)}")
-        return self.stages[stage]
-
-    def plan(self):
-        """The communication plan: which devices talk in each collective and the bytes
-        they move (`compiler/plan.py`); print `.table()`, draw `.svg()`."""
-        return self.compilation.plan()
-
-    def compile(self) -> Compiled:
-        try:
-            executable = driver.compile_for_devices(self.compilation, self.devices,
-                                                    self.backend)
-        except DeviceError as error:
-            raise at_user_call_site(error) from None
-        return Compiled(executable, self.out_tree, self.static_argnums)
-
-
-class Compiled:
-    """An XLA executable for one signature; call it with the same kinds of arguments."""
-
-    def __init__(self, executable, out_tree, static_argnums: tuple[int, ...] = ()):
-        self.executable = executable
-        self.out_tree = out_tree
-        self.static_argnums = static_argnums
-
-    def __call__(self, *args):
-        """Call with the arguments of the signature this was compiled for; static
-        arguments may be passed again (they are ignored) or left out."""
-        leaves = jax.tree_util.tree_leaves(self._dynamic(args))
-        outputs = self.executable(*[trace.as_device_value(x) for x in leaves])
-        return jax.tree_util.tree_unflatten(self.out_tree, outputs)
-
-    def _dynamic(self, args) -> tuple:
-        leaf_count = len(self.executable.arguments)
-        if not self.static_argnums or len(jax.tree_util.tree_leaves(args)) == leaf_count:
-            return args
-        return tuple(a for i, a in enumerate(args) if i not in self.static_argnums)
-
-    def as_text(self) -> str:
-        """The HLO XLA compiled, after its optimizations."""
-        return xla.hlo_text(self.executable.loaded)
-
-    def cost_analysis(self) -> dict[str, float]:
-        """XLA's cost estimate of the per-device program (flops, bytes accessed, ...)."""
-        return xla.cost_analysis(self.executable.loaded)
-
-    def memory_analysis(self):
-        """XLA's memory statistics of the per-device program (argument, output, temp
-        and generated-code sizes in bytes)."""
-        return xla.memory_analysis(self.executable.loaded)

@@ -67,9 +67,14 @@ def copy_into(module: ir.Module, context: ir.Context) -> ir.Module:
 
     Through MLIR bytecode: about 8 microseconds per collective of a pmapc-IR module.
     """
+    return ir.Module.parse(bytecode(module), context=context)
+
+
+def bytecode(module: ir.Module) -> bytes:
+    """`module` as MLIR bytecode (what XLA's client reads, and the cheapest copy)."""
     buffer = io.BytesIO()
     module.operation.write_bytecode(buffer)
-    return ir.Module.parse(buffer.getvalue(), context=context)
+    return buffer.getvalue()
 
 
 # ----------------------------------------------------------------------------
@@ -240,7 +245,14 @@ def dtype_name(element_type: ir.Type) -> str | None:
         if integer.width == 1:
             return "bool"
         return f"{'uint' if integer.is_unsigned else 'int'}{integer.width}"
+    if isinstance(element_type, ir.ComplexType):
+        part = dtype_name(ir.ComplexType(element_type).element_type)
+        return {"float32": "complex64", "float64": "complex128"}.get(part)
     return None
+
+
+def is_complex_type(type_: ir.Type) -> bool:
+    return isinstance(type_, ir.ComplexType)
 
 
 def is_float_type(type_: ir.Type) -> bool:
@@ -299,6 +311,9 @@ def zero_attr(type_: ir.Type) -> ir.Attribute:
     element = element_type_of(type_)
     if isinstance(element, ir.IntegerType):
         return ir.DenseElementsAttr.get_splat(type_, ir.IntegerAttr.get(element, 0))
+    if isinstance(element, ir.ComplexType):  # no scalar complex attribute to splat
+        zeros = np.zeros(shape_of(type_), np.dtype(dtype_name(element)))
+        return ir.DenseElementsAttr.get(zeros, type=element)
     return ir.DenseElementsAttr.get_splat(type_, ir.FloatAttr.get(element, 0.0))
 
 
@@ -611,6 +626,38 @@ def functions(module: ir.Module) -> dict[str, ir.Operation]:
     return result
 
 
+def argument_names(func: ir.Operation) -> list[str | None]:
+    """The name each argument's location gives it (JAX names @main's arguments after
+    the user's parameters: `x`, `y['hi']`), or None."""
+    names = []
+    for argument in function_entry_block(func).arguments:
+        location = _typed_location(argument.location)
+        names.append(location.name_str if isinstance(location, ir.NameLoc) else None)
+    return names
+
+
+def set_argument_names(func: ir.Operation, names: Sequence[str]) -> None:
+    """Name each argument of `func` by its location (as JAX does: `x`, `y['hi']`)."""
+    with func.context:
+        for argument, name in zip(function_entry_block(func).arguments, names):
+            argument.set_location(ir.Location.name(name))
+
+
+def drop_sharding_constraints(block: ir.Block) -> None:
+    """Replace each `sdy.sharding_constraint` directly in `block` by its operand."""
+    for op in [op.operation for op in block.operations]:
+        if op.name == "sdy.sharding_constraint":
+            op.results[0].replace_all_uses_with(op.operands[0])
+            op.erase()
+
+
+def drop_meshes(module: ir.Module) -> None:
+    """Erase the module's `sdy.mesh` symbols."""
+    for op in [op.operation for op in module.body.operations]:
+        if op.name == "sdy.mesh":
+            op.erase()
+
+
 def function_entry_block(func: ir.Operation) -> ir.Block:
     return func.regions[0].blocks[0]
 
@@ -639,6 +686,20 @@ def set_arg_attr(func: ir.Operation, kind: str, index: int, name: str, value: ir
     entries = [as_dict(a) or {} for a in existing] if existing else [{} for _ in range(count)]
     entries[index][name] = value
     func.attributes[key] = array_attr([dict_attr(e) for e in entries])
+
+
+def keep_arg_attrs(func: ir.Operation, kind: str, names: Collection[str]) -> None:
+    """Drop every attribute of the arguments (kind="arg") or results (kind="res") of
+    `func` but those named `names`."""
+    key = f"{kind}_attrs"
+    if key not in func.attributes:
+        return
+    entries = [{name: value for name, value in (as_dict(entry) or {}).items()
+                if name in names} for entry in as_list(func.attributes[key]) or []]
+    if any(entries):
+        func.attributes[key] = array_attr([dict_attr(entry) for entry in entries])
+    else:
+        del func.attributes[key]
 
 
 def get_arg_attr(func: ir.Operation, kind: str, index: int, name: str) -> ir.Attribute | None:

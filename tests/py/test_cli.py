@@ -112,9 +112,9 @@ def compiled_forms(monkeypatch) -> list[str]:
     for form, name in (("partitions", "compile_partitioned"), ("replicas", "compile_replicated")):
         original = getattr(xla, name)
 
-        def record(module, devices, form=form, original=original):
+        def record(module, devices, compiler_options=None, form=form, original=original):
             forms.append(form)
-            return original(module, devices)
+            return original(module, devices, compiler_options)
 
         monkeypatch.setattr(xla, name, record)
     return forms

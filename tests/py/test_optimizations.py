@@ -59,7 +59,8 @@ def test_sink_gathers_returns_blocks_without_all_gather():
     assert stage_changed(lowered, "sink-slices", "sink-gathers")
     final = lowered.as_text()
     assert "all_gather" not in final
-    assert '-> (tensor<1x1x8xf32> {pmapc.split = [["data"], ["model"], []]})' in final
+    assert ('-> (tensor<1x1x8xf32> {jax.result_info = "result", '
+            'pmapc.split = [["data"], ["model"], []]})') in final
 
 
 def test_sink_gathers_moves_past_scaling_by_a_constant():
@@ -67,7 +68,8 @@ def test_sink_gathers_moves_past_scaling_by_a_constant():
                                    lambda y: jax.lax.psum(y, "data"), X)
     final = lowered.as_text()
     assert "all_gather" not in final
-    assert '-> (tensor<1x1x8xf32> {pmapc.split = [["data"], ["model"], []]})' in final
+    assert ('-> (tensor<1x1x8xf32> {jax.result_info = "result", '
+            'pmapc.split = [["data"], ["model"], []]})') in final
 
 
 def test_sink_gathers_moves_below_a_psum_over_the_outer_axis():

@@ -37,4 +37,13 @@ show("bf16_and_int32", nested(lambda x, i: (lax.pmean(x, "data"), lax.psum(i, "m
 
 show("python_constants", nested(lambda x: (x * 2.0, 7)), np.zeros((2, 4), np.float32))
 # CHECK-LABEL: TEST: python_constants
-# CHECK:       func.func public @main(%arg0: tensor<2x4xf32>) -> (tensor<2x4xf32>, tensor<2x4xi32>)
+# CHECK:       func.func public @main(%arg0: tensor<2x4xf32>)
+# CHECK-SAME:      -> (tensor<2x4xf32> {jax.result_info = "result[0]"},
+# CHECK-SAME:          tensor<2x4xi32> {jax.result_info = "result[1]"})
+
+show("complex64", nested(lambda z: lax.psum(z, ("data", "model"))),
+     np.zeros((2, 4, 3), np.complex64))
+# CHECK-LABEL: TEST: complex64
+# CHECK:       func.func public @main(%arg0: tensor<2x4x3xcomplex<f32>>)
+# CHECK:         stablehlo.custom_call @pmapc.psum(%arg0){{.*}}axes = ["data", "model"]
+# CHECK-SAME:      (tensor<3xcomplex<f32>>) -> tensor<3xcomplex<f32>>

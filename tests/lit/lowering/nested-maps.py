@@ -24,7 +24,7 @@ def two_levels(x):
 
 show("two_levels", two_levels, np.zeros((2, 4, 3), np.float32))
 # CHECK-LABEL: TEST: two_levels
-# CHECK:       func.func public @main(%arg0: tensor<2x4x3xf32>) -> tensor<2x4x3xf32>
+# CHECK:       func.func public @main(%arg0: tensor<2x4x3xf32>) -> (tensor<2x4x3xf32> {{.*}})
 # CHECK:         stablehlo.custom_call @pmapc.map(%arg0)
 # CHECK-SAME:      axis_name = "data", axis_size = 2 : i64, in_axes = [0], out_axes = [0]
 # CHECK-SAME:      called_computations = [@two_levels]
