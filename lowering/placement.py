@@ -14,7 +14,7 @@ raises the DeviceError (`concrete`).
 from __future__ import annotations
 
 import jax
-from jax.sharding import AbstractMesh, AxisType
+from jax.sharding import AbstractMesh, AxisType, NamedSharding, PartitionSpec
 from jax.sharding import Mesh as JaxMesh
 
 from pmapc import dialect, layout
@@ -66,3 +66,27 @@ def _find_chains(jaxpr, scope: Chain, chains: list[Chain]) -> None:
             continue
         for sub in jax_api.jaxprs_in(eqn.params):
             _find_chains(sub, scope, chains)
+
+
+def onto_mesh(mesh: JaxMesh, leaves, leaf_axes) -> tuple[list, list[tuple[int, str]]]:
+    """(leaves, moves): every committed array not laid out as the outermost map takes
+    it (split over the mesh's first axis at its `in_axes`, replicated if unmapped)
+    put there, and (leaf index, where it was) for each one moved."""
+    placed, moves = [], []
+    for index, (leaf, axis) in enumerate(zip(leaves, leaf_axes)):
+        if isinstance(leaf, jax.Array) and leaf.committed:
+            spec = PartitionSpec() if axis is None else PartitionSpec(
+                *[None] * axis, mesh.axis_names[0])
+            target = NamedSharding(mesh, spec)
+            if not leaf.sharding.is_equivalent_to(target, leaf.ndim):
+                moves.append((index, _where(leaf.sharding, target)))
+                leaf = jax.device_put(leaf, target)
+        placed.append(leaf)
+    return placed, moves
+
+
+def _where(sharding, target) -> str:
+    if sharding.device_set == target.device_set:
+        return "another layout over the mesh's devices"
+    ids = sorted(device.id for device in sharding.device_set)
+    return f"device {ids[0]}" if len(ids) == 1 else f"devices {ids}"

@@ -121,6 +121,8 @@ def groups_attr(groups: np.ndarray) -> ir.Attribute:
 def reduction_identity(element_type: ir.Type, reducer: str) -> ir.Attribute:
     """The scalar identity of `reducer` (stablehlo.add, maximum or minimum) on `element_type`."""
     scalar = ir.tensor_type([], element_type)
+    if ir.is_complex_type(element_type):  # complex numbers are only added
+        return ir.zero_attr(scalar)
     if ir.is_float_type(element_type):
         float_identities = {
             "stablehlo.add": 0.0,

@@ -28,6 +28,22 @@ module @psum_f32_over_model attributes {pmapc.mesh = {axis_names = ["data", "mod
 
 // -----
 
+// A complex psum adds complex scalars.
+// CHECK-LABEL: module @psum_complex_over_model
+// CHECK: "stablehlo.all_reduce"
+// CHECK-NEXT: ^bb0(%[[LHS:.*]]: tensor<complex<f32>>, %[[RHS:.*]]: tensor<complex<f32>>):
+// CHECK-NEXT: stablehlo.add %[[LHS]], %[[RHS]] : tensor<complex<f32>>
+// CHECK: (tensor<3xcomplex<f32>>) -> tensor<3xcomplex<f32>>
+// CHECK-NOT: @pmapc.
+module @psum_complex_over_model attributes {pmapc.mesh = {axis_names = ["data", "model"], axis_sizes = array<i64: 2, 4>}} {
+  func.func public @main(%arg0: tensor<3xcomplex<f32>>) -> tensor<3xcomplex<f32>> {
+    %0 = stablehlo.custom_call @pmapc.psum(%arg0) {api_version = 4 : i32, backend_config = {axes = ["model"]}} : (tensor<3xcomplex<f32>>) -> tensor<3xcomplex<f32>>
+    return %0 : tensor<3xcomplex<f32>>
+  }
+}
+
+// -----
+
 // CHECK-LABEL: module @pmax_i32_over_data
 // CHECK: "stablehlo.all_reduce"
 // CHECK-SAME{LITERAL}: <{replica_groups = dense<[[0, 4], [1, 5], [2, 6], [3, 7]]> : tensor<4x2xi64>}>
