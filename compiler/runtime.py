@@ -32,6 +32,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 from pmapc import dialect, ir
 from pmapc.compiler import processes, xla
 from pmapc.errors import DeviceError, ShapeError
+from pmapc.lowering import jax_messages
 from pmapc.mesh import Mesh
 from pmapc.passes.to_partitions import NUM_PARTITIONS, NUM_REPLICAS
 
@@ -91,12 +92,15 @@ def pick_devices(mesh: Mesh, devices: Sequence[jax.Device] | None, backend: str 
         return list(available[: mesh.size])
     devices = device_list(mesh, devices)
     if not devices:
-        raise DeviceError(f"devices= is empty, but the mesh {mesh} needs {mesh.size} devices; "
-                          f"pass {mesh.size} devices, or leave devices= out for the first "
-                          f"{mesh.size}")
+        raise DeviceError(jax_messages.explained(
+            jax_messages.no_devices(),
+            f"devices= is empty, but the mesh {mesh} needs {mesh.size} devices; pass "
+            f"{mesh.size} devices, or leave devices= out for the first {mesh.size}"))
     if len(devices) != mesh.size:
-        raise DeviceError(f"the mesh {mesh} needs {mesh.size} devices, but devices= lists "
-                          f"{len(devices)}; pass exactly {mesh.size}")
+        raise DeviceError(jax_messages.explained(
+            jax_messages.devices_and_axis_size(mesh.size, len(devices)),
+            f"the mesh {mesh} needs {mesh.size} devices, but devices= lists {len(devices)}; "
+            f"pass exactly {mesh.size}"))
     repeated = [d for i, d in enumerate(devices) if d in devices[:i]]
     if repeated:
         raise DeviceError(f"devices= lists {repeated[0]} twice (positions "
@@ -197,10 +201,11 @@ def device_list(mesh: Mesh, devices) -> list:
 
 
 def not_enough_devices(mesh: Mesh, count: int, platform: str) -> str:
-    return (f"the mesh {mesh} needs {mesh.size} devices, but only {count} {platform} "
-            f"device(s) exist; on CPU call pmapc.use_host_devices({mesh.size}) before using "
-            "JAX (or set XLA_FLAGS=--xla_force_host_platform_device_count="
-            f"{mesh.size})")
+    return jax_messages.explained(
+        jax_messages.too_few_devices(mesh.size, count),
+        f"the mesh {mesh} needs {mesh.size} devices, but only {count} {platform} device(s) "
+        f"exist; on CPU call pmapc.use_host_devices({mesh.size}) before using JAX, or set "
+        f"XLA_FLAGS=--xla_force_host_platform_device_count={mesh.size}")
 
 
 def execution_form(module: ir.Module, mesh: Mesh) -> str:

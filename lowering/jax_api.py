@@ -378,6 +378,13 @@ def pytree_differences(given, expected) -> list[tuple]:
     return list(_tree_util.equality_errors_pytreedef(given, expected))
 
 
+def prefix_error(prefix, full, name: str) -> str:
+    """JAX's message for `prefix` that is not a pytree prefix of `full` (`name` names
+    the prefix: "pmap in_axes")."""
+    make_error, *_ = _tree_util.prefix_errors(prefix, full)
+    return make_error(name).args[0]
+
+
 def is_key_dtype(dtype) -> bool:
     """Whether `dtype` is a typed PRNG key's (`jax.random.key` and friends)."""
     return jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)

@@ -21,7 +21,7 @@ import numpy as np
 
 from pmapc import collectives, ir, shapes
 from pmapc.errors import ArgumentError, AxisError, PmapcError, ShapeError
-from pmapc.lowering import jax_api, placement, primitives
+from pmapc.lowering import jax_api, jax_messages, placement, primitives
 
 
 class _Active(threading.local):
@@ -70,16 +70,18 @@ def flatten_call(spec: MapSpec, args: Sequence, kwargs: dict | None = None) -> M
     positional = tuple(a for i, a in enumerate(args) if i not in static)
     dynamic = (positional, kwargs)
     leaves, in_tree = jax.tree_util.tree_flatten(dynamic)
-    in_axes = _positional_in_axes(spec, len(args), static)
-    leaf_axes = broadcast_prefix(spec, "in_axes", in_axes, positional)
+    in_axes = _positional_in_axes(spec, len(args), static, kwargs)
+    leaf_axes = broadcast_prefix(
+        spec, "in_axes", in_axes, positional,
+        lambda: jax_messages.in_axes_not_a_prefix(in_axes, positional, kwargs))
     leaf_axes += [0] * (len(leaves) - len(leaf_axes))
     paths = [_argument_path(path) for path, _ in
              jax.tree_util.tree_flatten_with_path(dynamic)[0]]
     leaves = [_as_array(spec, leaf, path) for leaf, path in zip(leaves, paths)]
     leaf_axes = [_normalize_axis(spec, "in_axes", axis, np.ndim(leaf), path)
                  for axis, leaf, path in zip(leaf_axes, leaves, paths)]
-    axis_size = _axis_size(spec, leaves, leaf_axes, paths)
-    return MappedCall(leaves, in_tree, leaf_axes, static, axis_size)
+    call = MappedCall(leaves, in_tree, leaf_axes, static, 0)
+    return dataclasses.replace(call, axis_size=_axis_size(spec, call))
 
 
 def check_argnums(name: str, what: str, argnums: Sequence[int], count: int) -> None:
@@ -97,7 +99,7 @@ def _argument_path(path) -> str:
     return ("args" if where.idx == 0 else "kwargs") + jax.tree_util.keystr(rest)
 
 
-def _positional_in_axes(spec: MapSpec, count: int, static: dict) -> tuple:
+def _positional_in_axes(spec: MapSpec, count: int, static: dict, kwargs: dict) -> tuple:
     in_axes = spec.in_axes
     if isinstance(in_axes, list):
         in_axes = tuple(in_axes)
@@ -106,14 +108,19 @@ def _positional_in_axes(spec: MapSpec, count: int, static: dict) -> tuple:
     if len(in_axes) == count and static:
         return tuple(a for i, a in enumerate(in_axes) if i not in static)
     if len(in_axes) != count - len(static):
-        raise ShapeError(f"pmapc.pmap over '{spec.axis_name}': in_axes has {len(in_axes)} "
-                         f"entries for {count - len(static)} mapped positional arguments; "
-                         "give one entry per argument (or a single int or None for all)")
+        positional = tuple(None for i in range(count) if i not in static)
+        raise ShapeError(jax_messages.explained(
+            jax_messages.in_axes_not_a_prefix(in_axes, positional, kwargs),
+            f"pmapc.pmap over '{spec.axis_name}': in_axes has {len(in_axes)} entries for "
+            f"{count - len(static)} mapped positional arguments; give one entry per "
+            "argument (or a single int or None for all)"))
     return in_axes
 
 
-def broadcast_prefix(spec: MapSpec, what: str, axes_tree, values_tree) -> list:
-    """The axis of every leaf of `values_tree`, from an `in_axes`/`out_axes` prefix tree."""
+def broadcast_prefix(spec: MapSpec, what: str, axes_tree, values_tree,
+                     jax_wording: Callable[[], str]) -> list:
+    """The axis of every leaf of `values_tree`, from an `in_axes`/`out_axes` prefix tree;
+    `jax_wording()` is JAX 0.4.30's message when it is not a prefix."""
     try:
         per_leaf = jax.tree_util.tree_map(
             lambda axis, sub: _SameAxis(axis, len(jax.tree_util.tree_leaves(sub))),
@@ -121,9 +128,11 @@ def broadcast_prefix(spec: MapSpec, what: str, axes_tree, values_tree) -> list:
         )
     except (ValueError, TypeError):
         structure = jax.tree_util.tree_structure(values_tree)
-        raise ShapeError(f"pmapc.pmap over '{spec.axis_name}': {what} {axes_tree!r} does not "
-                         f"match the structure of the values it describes, {structure}; give "
-                         "a prefix of that structure") from None
+        raise ShapeError(jax_messages.explained(
+            jax_wording(),
+            f"pmapc.pmap over '{spec.axis_name}': {what} {axes_tree!r} does not match the "
+            f"structure of the values it describes, {structure}; give a prefix of that "
+            "structure")) from None
     groups = jax.tree_util.tree_leaves(per_leaf)
     return [group.axis for group in groups for _ in range(group.count)]
 
@@ -199,22 +208,31 @@ def _as_array(spec: MapSpec, leaf, path: str):
                      "static with static_broadcasted_argnums)")
 
 
-def _axis_size(spec, leaves, leaf_axes, paths) -> int:
-    mapped = zip(leaves, leaf_axes, paths, strict=True)
-    sizes = {path: np.shape(leaf)[axis] for leaf, axis, path in mapped if axis is not None}
-    found = set(sizes.values())
-    if spec.axis_size is not None:
-        found.add(spec.axis_size)
-    if len(found) > 1:
-        listed = ", ".join(f"{path or 'argument'} has {size}" for path, size in sizes.items())
-        given = f" and axis_size={spec.axis_size}" if spec.axis_size is not None else ""
-        raise ShapeError(f"pmapc.pmap over '{spec.axis_name}': mapped dimensions disagree "
-                         f"({listed}{given}); every mapped dimension must have the same size")
-    if not found:
-        raise ShapeError(f"pmapc.pmap over '{spec.axis_name}': no argument is mapped (in_axes "
-                         f"is None for every argument), so the axis size is unknown; map an "
-                         "argument or pass axis_size=N")
-    return found.pop()
+def _axis_size(spec: MapSpec, call: MappedCall) -> int:
+    mapped = [(index, np.shape(leaf)[axis], axis)
+              for index, (leaf, axis) in enumerate(zip(call.leaves, call.leaf_axes))
+              if axis is not None]
+    sizes = [size for _, size, _ in mapped]
+    if len(set(sizes)) > 1:
+        names = argument_names(spec.fun, call.in_tree, tuple(call.static_args))
+        described = [f"argument {names[index]} of type "
+                     f"{jax.typeof(call.leaves[index]).str_short()}" for index, _, _ in mapped]
+        raise ShapeError(jax_messages.explained(
+            jax_messages.inconsistent_sizes(sizes, [axis for _, _, axis in mapped], described),
+            f"pmapc.pmap over '{spec.axis_name}': every mapped dimension must have the same "
+            "size"))
+    if spec.axis_size is not None and sizes and sizes[0] != spec.axis_size:
+        raise ShapeError(jax_messages.explained(
+            jax_messages.axis_size_mismatch(spec.axis_size, sizes[0]),
+            f"pmapc.pmap over '{spec.axis_name}': axis_size={spec.axis_size}, but the mapped "
+            f"dimensions have size {sizes[0]}; leave axis_size out or make them agree"))
+    if spec.axis_size is None and not sizes:
+        raise ShapeError(jax_messages.explained(
+            jax_messages.no_mapped_argument(),
+            f"pmapc.pmap over '{spec.axis_name}': no argument is mapped (in_axes is None for "
+            "every argument), so the axis size is unknown; map an argument or pass "
+            "axis_size=N"))
+    return spec.axis_size if spec.axis_size is not None else sizes[0]
 
 
 def trace_body(spec: MapSpec, call: MappedCall):
@@ -258,7 +276,9 @@ def trace_body(spec: MapSpec, call: MappedCall):
     primitives.check_supported(closed.jaxpr)
     out_tree = output["tree"]
     outs = jax.tree_util.tree_unflatten(out_tree, list(closed.out_avals))
-    out_axes = broadcast_prefix(spec, "out_axes", spec.out_axes, outs)
+    out_axes = broadcast_prefix(
+        spec, "out_axes", spec.out_axes, outs,
+        lambda: jax_messages.out_axes_not_a_prefix(spec.out_axes, outs))
     out_axes = [_normalize_axis(spec, "out_axes", axis, len(aval.shape), "an output", extra=1)
                 for axis, aval in zip(out_axes, closed.out_avals)]
     return closed, out_tree, out_axes
@@ -305,8 +325,11 @@ def _drop(shape, axis):
 
 
 def unbound_axis(name: str) -> AxisError:
-    bound = ", ".join(f"'{n}'" for n, _ in enclosing_axes()) or "none"
-    return AxisError(f"axis '{name}' is not bound here; bound axes are {bound}")
+    axes = [axis for axis, _ in enclosing_axes()]
+    bound = ", ".join(f"'{axis}'" for axis in axes) or "none"
+    return AxisError(jax_messages.explained(
+        jax_messages.unbound_axis(name, axes),
+        f"axis '{name}' is not bound here; bound axes are {bound}"))
 
 
 def index_groups_error(refused: jax_api.RefusedIndexGroups) -> ShapeError | None:

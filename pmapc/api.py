@@ -31,7 +31,7 @@ from pmapc.errors import (
     PmapcError,
     typed_error,
 )
-from pmapc.lowering import jax_api, map_rules, placement, primitives, trace
+from pmapc.lowering import jax_api, jax_messages, map_rules, placement, primitives, trace
 from pmapc.lowering.locations import at_user_call_site, from_traceback
 from pmapc.stages import CallSignature, Lowered
 
@@ -252,13 +252,14 @@ class MappedFunction:
             call = trace.flatten_call(self.spec, args, kwargs)
         except PmapcError as error:
             return error
-        try:
-            hash(tuple(call.static_args.values()))
-        except TypeError:
-            return ArgumentError(
-                "static_broadcasted_argnums arguments must be hashable, got "
-                f"{[type(v).__name__ for v in call.static_args.values()]}; pass a tuple "
-                "or another hashable value")
+        for index, value in call.static_args.items():
+            try:
+                hash(value)
+            except TypeError as error:
+                return ArgumentError(jax_messages.explained(
+                    jax_messages.not_hashable(value, error),
+                    f"static_broadcasted_argnums argument {index} must be hashable, got a "
+                    f"{type(value).__name__}; pass a tuple or another hashable value"))
         return None
 
     def _call_nested(self, args, kwargs):
