@@ -190,3 +190,27 @@ def test_results_of_both_forms_reach_the_host(target):
     expected = x.sum(axis=0) + np.arange(4)[:, None]
     np.testing.assert_array_equal(np.asarray(result), expected)
     np.testing.assert_array_equal(np.asarray(result.addressable_shards[1].data)[0], expected[1])
+
+
+# -- pytree and key helpers -----------------------------------------------------------
+
+
+def test_prefix_error_is_jaxs_wording():
+    text = jax_api.prefix_error(((0, 0), 0), ((np.ones(3),), {}), "pmap in_axes")
+    assert text.startswith("pytree structure error: different lengths of tuple at key path")
+    assert "pmap in_axes[0]" in text
+
+
+def test_pytree_differences_name_the_path_and_the_reason():
+    given = jax.tree_util.tree_structure(((1,), {}))
+    compiled = jax.tree_util.tree_structure(((1, 2), {}))
+    ((path, _, _, explanation),) = jax_api.pytree_differences(given, compiled)
+    assert path[0].idx == 0 and "lengths" in explanation
+
+
+def test_key_data_wraps_back_into_keys_of_the_same_implementation():
+    keys = jax.random.split(jax.random.key(3), 4)
+    assert jax_api.is_key_dtype(keys.dtype) and not jax_api.is_key_dtype(np.float32)
+    again = jax_api.wrap_key_data(jax.random.key_data(keys), keys.dtype)
+    assert again.dtype == keys.dtype
+    np.testing.assert_array_equal(jax.random.key_data(again), jax.random.key_data(keys))
