@@ -34,6 +34,8 @@ def _use_host_devices(count: int) -> None:
 _use_host_devices(NUM_CPU_DEVICES)
 
 # Imported after the device count is set: these modules import JAX's runtime.
+from child_process import ChildProcess  # noqa: E402
+
 from pmapc import dialect, ir  # noqa: E402
 from pmapc.compiler.pipeline import default_pipeline, parse_pipeline, run_passes  # noqa: E402
 from pmapc.compiler.runtime import Executable, pick_devices  # noqa: E402
@@ -79,6 +81,15 @@ def compile_ir(target: str) -> Callable[..., Executable]:
 def run_ir(target: str) -> Callable[..., list[np.ndarray]]:
     """`run_ir(text, *arrays)`: compile pmapc IR text for each target, run it, numpy results."""
     return functools.partial(run_text, target=target)
+
+
+@pytest.fixture(scope="module")
+def pmapc_process() -> ChildProcess:
+    """pmapc in a child process (child_process.py), one per test module: a crash or a
+    hang there fails the test that caused it, not the session."""
+    process = ChildProcess()
+    yield process
+    process.close()
 
 
 @pytest.fixture

@@ -63,13 +63,6 @@ RTOL = 1e-5
 KNOWN_BUGS: dict[str, str] = {}
 
 
-@pytest.fixture(scope="module")
-def pmapc_process():
-    process = ChildProcess()
-    yield process
-    process.close()
-
-
 def check_program(program: Program, pmapc_process: ChildProcess) -> np.ndarray:
     """Run `program` with pmapc and the oracles; compare. Returns pmapc's result."""
     arrays = sample_arguments(program)

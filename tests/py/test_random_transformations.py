@@ -48,13 +48,6 @@ RANDOM_TRANSFORMED = int(os.environ.get("PMAPC_RANDOM_TRANSFORMED", "500"))
 RTOL = 1e-5
 
 
-@pytest.fixture(scope="module")
-def pmapc_process():
-    process = ChildProcess()
-    yield process
-    process.close()
-
-
 def check_transformed(program: Program, transformation: str, process: ChildProcess) -> None:
     arrays = sample_arguments(program)
     out_shape = run_numpy(program, arrays).shape
