@@ -24,6 +24,7 @@ from pmapc.passes.combine_all_reduces import CombineAllReducesPass
 from pmapc.passes.flatten_maps import FlattenMapsPass
 from pmapc.passes.fold_gather_slice import FoldGatherSlicePass
 from pmapc.passes.lower_collectives import LowerCollectivesPass
+from pmapc.passes.op_index import IndexKeeper, op_index
 from pmapc.passes.simplify import SimplifyPass
 from pmapc.passes.sink_gathers import SinkGathersPass
 from pmapc.passes.sink_slices import SinkSlicesPass
@@ -43,6 +44,10 @@ def default_pipeline(target: str = DEFAULT_TARGET) -> tuple[Pass, ...]:
         TARGETS[target](),        # the partition form jax.jit runs, or the replica form
         SimplifyPass(),           # canonicalize and cse (last: they drop the op index)
     )
+
+
+# The analyses that passes keep current by listening to their rewriters, and how.
+KEPT_ANALYSES = {op_index: IndexKeeper}
 
 
 # The stages every program needs; the others only move less data.
@@ -168,7 +173,7 @@ def run_passes(module: ir.Module, passes: Sequence[Pass], after_pass: AfterPass 
     """
     done: list[str] = []
     changed_any = False
-    analyses = Analyses()
+    analyses = Analyses(KEPT_ANALYSES)
     for pass_ in passes:
         try:
             with ir.building(module):

@@ -22,6 +22,7 @@ from pmapc import collectives, dialect, hlo, ir, shapes
 from pmapc.collectives import Collective
 from pmapc.errors import ArgumentError, AxisError, PmapcError, SourceLoc
 from pmapc.lowering import jax_api
+from pmapc.passes.rewriter import unobserved
 
 map_p = jax_api.Primitive("pmapc_map")
 map_p.multiple_results = True
@@ -78,9 +79,8 @@ def _map_to_pmapc_ir(ctx, *operands, jaxpr, axis_name, axis_size, in_axes, out_a
     }
     attributes.update(dialect.map_config(dialect.axis_label(axis_name), axis_size, in_axes,
                                          out_axes))
-    op = ir.create_op(dialect.CUSTOM_CALL, _flatten(operands), result_types, attributes,
-                      loc=ir.Location.current, ip=ir.InsertionPoint.current)
-    return op.results
+    b = unobserved(ir.InsertionPoint.current, ir.Location.current)
+    return b.create(dialect.CUSTOM_CALL, _flatten(operands), result_types, attributes).results
 
 
 def _axes_of(params) -> tuple[tuple[str, ...], tuple[int, ...]]:
@@ -103,7 +103,7 @@ def _axes_of(params) -> tuple[tuple[str, ...], tuple[int, ...]]:
 
 def _collective_rule(collective: Collective):
     def rule(ctx, *operands, **params):
-        loc, ip = ir.Location.current, ir.InsertionPoint.current
+        b = unobserved(ir.InsertionPoint.current, ir.Location.current)
         operands = _flatten(operands)
         if not collective.takes_bool and any(aval.dtype == np.bool_ for aval in ctx.avals_in):
             raise _at_user_line(ArgumentError(
@@ -115,13 +115,13 @@ def _collective_rule(collective: Collective):
                 raise _at_user_line(AxisError(
                     f"'{collective.kind}' over a positional axis {positional} is not "
                     "supported; name the axis with pmapc.pmap or jax.vmap"))
-            operands = [hlo.reduce_dims(v, positional, collective.reducer, loc=loc, ip=ip)
+            operands = [hlo.reduce_dims(b, v, positional, collective.reducer)
                         for v in operands]
         if not named:
             return operands
         result_types = [jax_api.ir_type_of(ctx, aval) for aval in ctx.avals_out]
-        op = dialect.create_collective(collective.kind, operands, result_types, named,
-                                       loc=loc, ip=ip, **collective.params_from_jax(params))
+        op = dialect.create_collective(b, collective.kind, operands, result_types, named,
+                                       **collective.params_from_jax(params))
         return op.results
 
     return rule

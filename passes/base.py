@@ -1,9 +1,13 @@
-"""What every pass is: a frozen dataclass with a `name` and `run(module) -> bool`.
+"""What every pass is: a frozen dataclass with a `name` and `run(module, analyses,
+rewriter) -> bool`.
 
 Options are the dataclass's typed fields; `from_options` builds a pass from
-the `{key=value ...}` text of a pipeline string. A pass that shares analyses
-with the passes around it sets `uses_analyses` and takes them as `run`'s
-second argument.
+the `{key=value ...}` text of a pipeline string. Every pass gets the analyses
+shared with the passes around it and a rewriter (passes/rewriter.py) to edit
+through. A pass that changed the IR drops every analysis (MLIR's default) but
+those it preserved, and, if it says it `keeps_analyses_current` (every op it
+builds, copies or erases goes through its rewriter), those whose keepers
+listened to its rewriter.
 """
 
 from __future__ import annotations
@@ -14,15 +18,27 @@ from typing import ClassVar, Protocol, TypeVar
 
 from pmapc import ir
 from pmapc.errors import PipelineError
+from pmapc.passes.rewriter import Listener, Rewriter
 
 Result = TypeVar("Result")
 
 
 class Pass(Protocol):
     name: ClassVar[str]
+    # Whether every op it builds, copies or erases goes through its rewriter, so that
+    # the analyses kept by listening stay current through it.
+    keeps_analyses_current: ClassVar[bool]
 
-    def run(self, module: ir.Module) -> bool:
+    def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
         """Rewrite `module` in place; return whether anything changed."""
+        ...
+
+
+class Keeper(Listener, Protocol):
+    """Keeps an analysis's result current by listening to a rewriter."""
+
+    def result(self) -> object:
+        """The analysis's result for the IR as the pass left it."""
         ...
 
 
@@ -32,7 +48,10 @@ class Analyses:
     its result is kept until a pass changes the IR (`after_pass` then drops it),
     unless that pass preserved it."""
 
-    def __init__(self) -> None:
+    def __init__(self, keepers: dict[Callable, Callable[[object, ir.Module], Keeper]]
+                 | None = None) -> None:
+        # analysis -> a factory of keepers that bring its result up to date
+        self._keepers = keepers or {}
         self._results: dict[Callable, object] = {}
         self._preserved: set[Callable] = set()
 
@@ -65,11 +84,24 @@ class Analyses:
         return {analysis: self._results[analysis] for analysis in self._preserved}
 
 
-def run_pass(pass_, module: ir.Module, analyses: Analyses) -> bool:
-    """Run one pass, handing it the shared analyses if it uses them."""
-    if getattr(pass_, "uses_analyses", False):
-        return pass_.run(module, analyses)
-    return pass_.run(module)
+    def keepers(self, module: ir.Module) -> dict[Callable, Keeper]:
+        """A keeper for every analysis at hand that can be kept current."""
+        return {analysis: make(self._results[analysis], module)
+                for analysis, make in self._keepers.items() if analysis in self._results}
+
+
+def run_pass(pass_: Pass, module: ir.Module, analyses: Analyses) -> bool:
+    """Run one pass with a rewriter of its own; the analyses kept by listening to it
+    are preserved if the pass changed the IR and keeps them current."""
+    rewriter = Rewriter()
+    keepers = analyses.keepers(module) if pass_.keeps_analyses_current else {}
+    rewriter.listeners.extend(keepers.values())
+    changed = pass_.run(module, analyses, rewriter)
+    if changed:
+        for analysis, keeper in keepers.items():
+            if analysis not in analyses.preserved():
+                analyses.preserve(analysis, keeper.result())
+    return changed
 
 
 def summary(pass_class: type) -> str:

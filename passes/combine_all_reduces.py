@@ -16,7 +16,8 @@ from typing import ClassVar
 
 from pmapc import collectives, hlo, ir
 from pmapc.passes.base import Analyses
-from pmapc.passes.op_index import Entry, index_of, op_index
+from pmapc.passes.op_index import index_of
+from pmapc.passes.rewriter import Rewriter
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,43 +25,34 @@ class CombineAllReducesPass:
     """Combine independent all_reduces over the same groups into one variadic all_reduce."""
 
     name: ClassVar[str] = "combine-all-reduces"
-    uses_analyses: ClassVar[bool] = True  # the op index, and the reduction keys
+    keeps_analyses_current: ClassVar[bool] = True
 
-    def run(self, module: ir.Module, analyses: Analyses | None = None) -> bool:
+    def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
         changed = False
-        all_reduces = index_of(module, analyses).entries("stablehlo.all_reduce")
-        known = analyses.cached(reduction_keys) if analyses is not None else None
-        for candidates in candidates_by_block(all_reduces, known):
+        all_reduces = index_of(module, analyses).ops("stablehlo.all_reduce")
+        for candidates in candidates_by_block(all_reduces):
             # One group at a time: combining erases ops that another group may hold as
             # its last operand or first use (a pair of sums over the results of a pair),
             # so the block's groups are found again after each combine. Other blocks
             # keep theirs (positions are per block).
             while groups := combinable_groups(candidates):
-                combine(groups[0])
-                erased = {id(op) for op in groups[0].members}
-                candidates = [c for c in candidates if id(c[0]) not in erased]
+                erased = {ir.op_key(op) for op in groups[0].members}
+                candidates = [c for c in candidates if ir.op_key(c[0]) not in erased]
+                combine(groups[0], rewriter)
                 changed = True
         return changed
 
 
-def candidates_by_block(all_reduces: list[Entry], known: dict[int, tuple | None] | None
+def candidates_by_block(all_reduces: list[ir.Operation]
                         ) -> list[list[tuple[ir.Operation, tuple]]]:
     """(all_reduce, reduction_key) of each block holding two or more that could combine,
-    in program order (`all_reduces` is every all_reduce's op-index entry, in program
-    order; `known`, their `reduction_keys` if at hand)."""
+    in program order (`all_reduces` is every all_reduce, in program order)."""
     by_block: dict[ir.Block, list[tuple[ir.Operation, tuple]]] = {}
-    for _, op, address in all_reduces:
-        key = known[address] if known is not None else reduction_key(op)
+    for op in all_reduces:
+        key = reduction_key(op)
         if key is not None:
             by_block.setdefault(op.block, []).append((op, key))
     return [candidates for candidates in by_block.values() if len(candidates) > 1]
-
-
-def reduction_keys(module: ir.Module) -> dict[int, tuple | None]:
-    """The analysis: the `reduction_key` of every all_reduce, by address (`ir.op_key`);
-    lower-collectives knows those of the all_reduces it built."""
-    return {address: reduction_key(op)
-            for _, op, address in op_index(module).entries("stablehlo.all_reduce")}
 
 
 def reduction_key(op: ir.Operation) -> tuple | None:
@@ -150,19 +142,16 @@ def combinable_groups(candidates: list[tuple[ir.Operation, tuple]]) -> list[_Gro
     return done
 
 
-def combine(group: _Group) -> None:
+def combine(group: _Group, rewriter: Rewriter) -> None:
     members = group.members
     operands = [op.operands[0] for op in members]
     attributes = {"replica_groups": members[-1].attributes["replica_groups"]}
     loc = ir.fused_loc([op.location for op in members])
-    combined = ir.create_op("stablehlo.all_reduce", operands, [v.type for v in operands],
-                            attributes, loc=loc, ip=ir.InsertionPoint(members[0]), regions=1)
-    if group.last_def is not None:
-        combined.move_after(group.last_def)
-    else:
-        combined.move_before(members[0].block.operations[0])
+    b = (rewriter.after(group.last_def, loc) if group.last_def is not None
+         else rewriter.at_start(members[0].block, loc))
+    combined = b.create("stablehlo.all_reduce", operands, [v.type for v in operands],
+                        attributes, regions=1)
     reducer = members[-1].regions[0].blocks[0].operations[0].operation.name
-    hlo.build_reducer(combined.regions[0], ir.element_type_of(operands[0].type), reducer, loc=loc)
+    hlo.build_reducer(b, combined.regions[0], ir.element_type_of(operands[0].type), reducer)
     for op, result in zip(members, combined.results):
-        op.results[0].replace_all_uses_with(result)
-        ir.erase(op)
+        rewriter.replace(op, [result])

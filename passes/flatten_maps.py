@@ -25,7 +25,9 @@ returned split, and `pmapc.split` records how (docs/ir.md). The module gets
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
+from collections.abc import Iterator
 from typing import ClassVar
 
 from pmapc import collectives, dialect, hlo, ir
@@ -33,7 +35,8 @@ from pmapc.errors import Category
 from pmapc.layout import Chain, Layout
 from pmapc.passes.base import Analyses
 from pmapc.passes.nesting import Contents, Inlining, Nesting, walk_contents
-from pmapc.passes.op_index import Entry, OpIndex, indexed, op_index
+from pmapc.passes.op_index import INDEXED, Entry, OpIndex, op_index
+from pmapc.passes.rewriter import Builder, Rewriter
 from pmapc.passes.verify_axes import unbound_axis_message, verified_nesting
 
 
@@ -44,22 +47,43 @@ class FlattenMapsPass:
     name: ClassVar[str] = "flatten-maps"
     # Pass @main's mapped arguments and results split over the mesh (else replicated).
     split_entry: bool = True
-    # The checked nesting analysis, as verify-axes found it if it ran just before.
-    uses_analyses: ClassVar[bool] = True
+    # It moves ops (the bodies it inlines) and builds the op index of what it makes.
+    keeps_analyses_current: ClassVar[bool] = False
 
-    def run(self, module: ir.Module, analyses: Analyses | None = None) -> bool:
+    def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
         views = dialect.Views()
-        # Checked maps and collectives: free after verify-axes, else checked here.
-        nesting = (analyses.get(verified_nesting, module) if analyses is not None
-                   else verified_nesting(module))
+        # The checked nesting analysis: free after verify-axes, else checked here.
+        nesting = analyses.get(verified_nesting, module)
         layout = nesting.layout()
-        with ir.recording_edits() as edits:
-            flattener = _Flattener(module, nesting, layout, self.split_entry, views, edits)
-            flattener.run()
+        built = _BuiltOps()
+        rewriter.listeners.append(built)
+        flattener = _Flattener(module, nesting, layout, self.split_entry, views, rewriter,
+                               built)
+        analyses.preserve(op_index, flattener.run())
         dialect.write_mesh(module, layout.mesh)
-        if analyses is not None:
-            analyses.preserve(op_index, flattener.op_index())
         return True
+
+
+class _BuiltOps:
+    """A rewriter listener: the indexed ops built while `collecting`, in order."""
+
+    def __init__(self) -> None:
+        self.span: list[Entry] | None = None
+
+    def op_created(self, op: ir.Operation, ip: ir.InsertionPoint) -> None:
+        if self.span is not None and op.name in INDEXED:
+            self.span.append((op.name, op, ir.op_key(op)))
+
+    def op_erased(self, op: ir.Operation) -> None:
+        pass  # flatten-maps erases none of the ops it builds
+
+    @contextlib.contextmanager
+    def collecting(self) -> Iterator[list[Entry]]:
+        self.span = []
+        try:
+            yield self.span
+        finally:
+            self.span = None
 
 
 NOT_RENAMED = object()  # a collective whose axis names are already its mesh axes
@@ -67,11 +91,15 @@ NOT_RENAMED = object()  # a collective whose axis names are already its mesh axe
 
 class _Flattener:
     def __init__(self, module: ir.Module, nesting: Nesting, layout: Layout, split_entry: bool,
-                 views: dialect.Views, edits: ir.Edits):
+                 views: dialect.Views, rewriter: Rewriter, built: _BuiltOps):
         self.module = module
-        self.edits = edits
-        # By id of each map or call inlined: the indexed ops that took its place (the
-        # op index of the result is the walks' entries with these expanded).
+        self.rewriter = rewriter
+        self.built = built
+        # By identity of each map or call inlined: the indexed ops that took its place
+        # (the op index of the result is the walks' entries with these expanded). The
+        # maps and calls are erased last, so that no op built meanwhile takes one's
+        # address (an op's identity, `ir.op_key`).
+        self.inlined: list[ir.Operation] = []
         self.expansions: dict[int, list[Entry]] = {}
         self.layout = layout
         self.split_entry = split_entry
@@ -87,7 +115,8 @@ class _Flattener:
         # (target, backend_config, scope) -> the config naming mesh axes, or NOT_RENAMED.
         self.resolved: dict[tuple, object] = {}
 
-    def run(self) -> None:
+    def run(self) -> OpIndex:
+        """Flatten; the op index of the result."""
         if self.split_entry:
             self.split_entry_arguments()
         self.scan(self.calls.contents_of("main"), scope=())
@@ -99,6 +128,10 @@ class _Flattener:
                 self.inline_call(op, scope)
         self.finish_entry()
         self.erase_unreachable_functions()
+        index = self.op_index()
+        for op in self.inlined:
+            self.rewriter.erase(op)
+        return index
 
     # -- scanning ------------------------------------------------------------
 
@@ -150,32 +183,26 @@ class _Flattener:
         view = self.views.map(op)
         chain = (*scope, (view.axis_name, view.axis_size))
         axes = self.mesh_axes(chain)
-        ip, loc = ir.InsertionPoint(op), op.location
-        mark = len(self.edits.created)
-        args = [
-            self.slice_operand(operand, in_axis, axes, ip=ip, loc=loc)
-            for operand, in_axis in zip(op.operands, view.in_axes)
-        ]
-        slices = self.built_since(mark)
+        key = ir.op_key(op)
+        with self.built.collecting() as slices:
+            b = self.rewriter.before(op)
+            args = [self.slice_operand(b, operand, in_axis, axes)
+                    for operand, in_axis in zip(op.operands, view.in_axes)]
         body_results, body = self.inline_body(view.callee, args, chain, op)
-        ip = ir.InsertionPoint(op)  # the block `op` stands in may be new (`splice`)
-        mark = len(self.edits.created)
-        for result, value, out_axis in zip(op.results, body_results, view.out_axes):
-            self.replace_map_result(result, value, out_axis, axes, at_entry=not scope,
-                                    ip=ip, loc=loc)
-        self.expansions[id(op)] = [*slices, *body, *self.built_since(mark)]
-        op.erase()
+        with self.built.collecting() as gathers:
+            b = self.rewriter.before(op)  # the block `op` stands in may be new (`splice`)
+            for result, value, out_axis in zip(op.results, body_results, view.out_axes):
+                self.replace_map_result(b, result, value, out_axis, axes, at_entry=not scope)
+        self.expansions[key] = [*slices, *body, *gathers]
+        self.inlined.append(op)
 
     def inline_call(self, op: ir.Operation, scope: Chain) -> None:
+        key = ir.op_key(op)
         results, body = self.inline_body(ir.callee_of(op), list(op.operands), scope, op)
+        self.expansions[key] = body
         for result, value in zip(op.results, results):
             result.replace_all_uses_with(value)
-        self.expansions[id(op)] = body
-        op.erase()
-
-    def built_since(self, mark: int) -> list[Entry]:
-        """The indexed ops built since `mark` (they stay: nothing here erases them)."""
-        return [(name, op, ir.op_key(op)) for name, op, _ in indexed(self.edits.created[mark:])]
+        self.inlined.append(op)
 
     def inline_body(self, name: str, args, scope: Chain, site: ir.Operation
                     ) -> tuple[list[ir.Value], list[Entry]]:
@@ -200,7 +227,7 @@ class _Flattener:
             argument.replace_all_uses_with(value)
         self.scan(contents, scope)
         results = self.splice(block, site)
-        function.erase()
+        self.rewriter.erase(function)
         return results, contents.entries
 
     def splice(self, body: ir.Block, site: ir.Operation) -> list[ir.Value]:
@@ -215,7 +242,7 @@ class _Flattener:
         """
         returned = ir.terminator(body)
         results = list(returned.operands)
-        returned.erase()
+        self.rewriter.erase(returned)
         host = site.block
         region = host.region
         if len(region.blocks) != 1 or len(host.operations) >= len(body.operations):
@@ -250,37 +277,36 @@ class _Flattener:
 
     # -- slices and gathers --------------------------------------------------
 
-    def slice_operand(self, operand, in_axis, axes, *, ip, loc) -> ir.Value:
+    def slice_operand(self, b: Builder, operand, in_axis, axes) -> ir.Value:
         """The device's own slice of a mapped operand (or the operand, if unmapped)."""
         if in_axis is None:
             return operand
         if operand in self.split_args:
-            return hlo.drop_dim(operand, in_axis, loc=loc, ip=ip)
+            return hlo.drop_dim(b, operand, in_axis)
         shape = list(ir.shape_of(operand.type))
         index_type = ir.tensor_type([], ir.i32_type())
-        index = dialect.create_collective(collectives.AXIS_INDEX.kind, [], [index_type],
-                                          list(axes), loc=loc, ip=ip)
-        zero = hlo.i32_scalar(0, loc=loc, ip=ip) if len(shape) > 1 else None
+        index = dialect.create_collective(b, collectives.AXIS_INDEX.kind, [], [index_type],
+                                          list(axes))
+        zero = hlo.i32_scalar(b, 0) if len(shape) > 1 else None
         starts = [zero] * len(shape)
         starts[in_axis] = index.result
         shape[in_axis] = 1
-        sliced = hlo.dynamic_slice(operand, starts, shape, loc=loc, ip=ip)
-        return hlo.drop_dim(sliced, in_axis, loc=loc, ip=ip)
+        sliced = hlo.dynamic_slice(b, operand, starts, shape)
+        return hlo.drop_dim(b, sliced, in_axis)
 
-    def replace_map_result(self, result, value, out_axis, axes, *, at_entry, ip,
-                           loc) -> None:
+    def replace_map_result(self, b: Builder, result, value, out_axis, axes, *,
+                           at_entry: bool) -> None:
         """Give the map result's users the stacked value: an all_gather over `axes`."""
         if out_axis is None:
             result.replace_all_uses_with(value)
             return
         if at_entry and self.split_entry:
-            self.return_split(result, value, out_axis, axes, ip=ip, loc=loc)
+            self.return_split(b, result, value, out_axis, axes)
         if not list(result.uses):
             return
         gathered = dialect.create_collective(
-            collectives.ALL_GATHER.kind, [value], [result.type], list(axes), loc=loc, ip=ip,
-            all_gather_dimension=out_axis, tiled=False,
-        )
+            b, collectives.ALL_GATHER.kind, [value], [result.type], list(axes),
+            all_gather_dimension=out_axis, tiled=False)
         result.replace_all_uses_with(gathered.result)
 
     # -- the entry -----------------------------------------------------------
@@ -310,12 +336,12 @@ class _Flattener:
             return None
         return splits.pop()
 
-    def return_split(self, result, value, out_axis, axes, *, ip, loc) -> None:
+    def return_split(self, b: Builder, result, value, out_axis, axes) -> None:
         """Return the device's block of `result` wherever @main returns it."""
         for owner, index in ir.uses_of(result):
             if owner.name != "func.return" or owner.parent != self.main:
                 continue
-            owner.operands[index] = hlo.insert_unit_dim(value, out_axis, loc=loc, ip=ip)
+            owner.operands[index] = hlo.insert_unit_dim(b, value, out_axis)
             self.result_splits[index] = (out_axis, axes)
 
     def finish_entry(self) -> None:
@@ -355,7 +381,7 @@ class _Flattener:
             pending.extend(ir.callee_of(op) for op in self.calls.contents_of(name).calls)
         for name, function in self.functions.items():
             if name not in reachable:
-                function.erase()
+                self.rewriter.erase(function)
 
     def op_index(self) -> OpIndex:
         """The op index of the flattened module: the walks of the functions left, with
@@ -364,7 +390,7 @@ class _Flattener:
         def expand(entries: list[Entry]) -> list[Entry]:
             expanded = []
             for entry in entries:
-                expansion = self.expansions.get(id(entry[1]))
+                expansion = self.expansions.get(entry[2])
                 if expansion is None:
                     expanded.append(entry)
                 else:

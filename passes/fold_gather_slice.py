@@ -16,6 +16,7 @@ from pmapc import hlo, ir
 from pmapc.passes import patterns
 from pmapc.passes.base import Analyses
 from pmapc.passes.op_index import index_of
+from pmapc.passes.rewriter import Rewriter
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,25 +24,23 @@ class FoldGatherSlicePass:
     """Cancel an untiled all_gather followed by a slice at the device's own index."""
 
     name: ClassVar[str] = "fold-gather-slice"
-    uses_analyses: ClassVar[bool] = True  # the op index
+    keeps_analyses_current: ClassVar[bool] = True
 
-    def run(self, module: ir.Module, analyses: Analyses | None = None) -> bool:
-        slices = index_of(module, analyses).ops("stablehlo.dynamic_slice")
+    def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
         changed = False
-        for op in slices:
-            changed |= fold(op)
+        for op in index_of(module, analyses).ops("stablehlo.dynamic_slice"):
+            changed |= fold(op, rewriter)
         return changed
 
 
-def fold(op: ir.Operation) -> bool:
+def fold(op: ir.Operation, rewriter: Rewriter) -> bool:
     own = patterns.own_slice_of(op)
     match = patterns.untiled_gather(op.operands[0])
     if own is None or match is None or (match[1], match[2]) != own:
         return False
     gather = match[0]
-    block = hlo.reshape(gather.operands[0], ir.shape_of(op.results[0].type),
-                        loc=op.location, ip=ir.InsertionPoint(op))
+    block = hlo.reshape(rewriter.before(op), gather.operands[0], ir.shape_of(op.results[0].type))
     op.results[0].replace_all_uses_with(block)
-    patterns.erase_slice(op)
-    patterns.erase_if_unused(gather)
+    patterns.erase_slice(op, rewriter)
+    patterns.erase_if_unused(gather, rewriter)
     return True

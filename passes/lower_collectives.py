@@ -36,8 +36,8 @@ from pmapc.dialect import CollectiveView
 from pmapc.errors import Category, ShapeError
 from pmapc.mesh import Mesh, axis_index_terms, permutation_pairs, replica_groups_for
 from pmapc.passes.base import Analyses
-from pmapc.passes.combine_all_reduces import reduction_key, reduction_keys
-from pmapc.passes.op_index import Placements, index_of, op_index
+from pmapc.passes.op_index import index_of
+from pmapc.passes.rewriter import Builder, Rewriter
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,57 +45,42 @@ class LowerCollectivesPass:
     """Rewrite named-axis collectives into StableHLO collectives with replica groups."""
 
     name: ClassVar[str] = "lower-collectives"
-    uses_analyses: ClassVar[bool] = True  # the op index
+    keeps_analyses_current: ClassVar[bool] = True
 
-    def run(self, module: ir.Module, analyses: Analyses | None = None) -> bool:
+    def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
         views = dialect.Views()
-        index = index_of(module, analyses)
-        ops = []  # index entries
-        for entry in index.entries(dialect.CUSTOM_CALL):
-            target = views.target(entry[1])
+        ops = []
+        for op in index_of(module, analyses).ops(dialect.CUSTOM_CALL):
+            target = views.target(op)
             if target == dialect.MAP_TARGET:
-                raise dialect.error_at(entry[1], "'pmapc.map' is still here; run "
-                                       "flatten-maps before lower-collectives")
+                raise dialect.error_at(op, "'pmapc.map' is still here; run flatten-maps "
+                                       "before lower-collectives")
             if dialect.is_pmapc_target(target):
-                ops.append(entry)
-        with ir.recording_edits() as edits:
-            placements = Placements(edits)
-            lowering = Lowering(dialect.mesh_of(module), views, placements)
-            for _, op, key in ops:
-                mark = placements.mark()
-                lowering.lower(op)
-                placements.replace(key, mark)
-            lowering.finish()
-        if ops:
-            placements.preserve(analyses, index)
-            if analyses is not None:  # for combine-all-reduces, which comes next
-                lowered = analyses.cached(op_index)
-                analyses.preserve(reduction_keys, {
-                    address: lowering.reduction_keys.get(id(op)) or reduction_key(op)
-                    for _, op, address in lowered.entries("stablehlo.all_reduce")})
+                ops.append(op)
+        lowering = Lowering(dialect.mesh_of(module), views, rewriter)
+        for op in ops:
+            lowering.lower(op)
+        lowering.finish()
         return bool(ops)
 
 
 class Lowering:
     """The state of one run: the mesh, and values, groups and ops built once."""
 
-    def __init__(self, mesh: Mesh, views: dialect.Views, placements: Placements):
+    def __init__(self, mesh: Mesh, views: dialect.Views, rewriter: Rewriter):
         self.mesh = mesh
         self.views = views
-        self.placements = placements  # where the ops built stand, for the op index
-        # Values computed once per function: the replica id, and axis indices by axes.
+        self.rewriter = rewriter
+        # Values computed once per function (by `ir.op_key`): the replica id, and
+        # axis indices by axes.
         self.entry_values: dict[object, ir.Value] = {}
-        self.anchors: dict[ir.Operation, ir.Operation] = {}
+        self.anchors: dict[int, ir.Operation] = {}
         # Replica groups by (axes, index groups).
         self.group_attrs: dict[tuple, ir.Attribute] = {}
         # (kind, config) of the collectives whose axes and index groups were checked.
         self.checked: set[tuple] = set()
         # The first op built for each key (see `cloned`).
         self.templates: dict[tuple, ir.Operation] = {}
-        # The reduction_key (combine-all-reduces) of each all_reduce built, by id, and
-        # of each all_reduce template, by template key.
-        self.reduction_keys: dict[int, tuple] = {}
-        self.template_reduction_keys: dict[tuple, tuple] = {}
 
     def lower(self, op: ir.Operation) -> None:
         """Replace `op` by what its rule builds."""
@@ -105,10 +90,7 @@ class Lowering:
             self.check_index_groups(view)
             self.checked.add((view.kind, view.config))
         rule = RULES[view.collective]
-        results = rule(self, view, ip=ir.InsertionPoint(op), loc=op.location)
-        for old, new in zip(op.results, results):
-            old.replace_all_uses_with(new)
-        op.erase()  # not recorded: run() tells the op index (Placements.replace)
+        self.rewriter.replace(op, rule(self, view, self.rewriter.before(op)))
 
     def check_axes(self, view: CollectiveView) -> None:
         for axis in view.axes:
@@ -144,9 +126,9 @@ class Lowering:
             self.group_attrs[key] = hlo.groups_attr(groups)
         return self.group_attrs[key]
 
-    def cloned(self, key: tuple, *, ip, loc) -> ir.Operation | None:
-        """A copy at `ip`, at location `loc`, of the op built for `key` before; None the
-        first time (the caller builds it and keeps it in `templates`).
+    def cloned(self, key: tuple, b: Builder) -> ir.Operation | None:
+        """A copy by `b` of the op built for `key` before; None the first time (the
+        caller builds it and keeps it in `templates`).
 
         One native clone instead of building the op and its reducer region again;
         the caller replaces the copy's operands.
@@ -154,125 +136,101 @@ class Lowering:
         template = self.templates.get(key)
         if template is None:
             return None
-        op = ir.clone(template, ip)
-        if op.location != loc:
-            ir.set_locations(op, loc)
+        op = b.clone(template)
+        if op.location != b.loc:
+            ir.set_locations(op, b.loc)
         return op
 
     def axis_index_in(self, function: ir.Operation, axes: tuple[str, ...], loc) -> ir.Value:
         """The device's index along `axes`, computed once at the top of `function`."""
-        key = (function, axes)
+        key = (ir.op_key(function), axes)
         if key not in self.entry_values:
-            ip = self.entry_point(function)
+            b = self.entry_point(function, loc)
             device = self.replica_id_in(function, loc)
             index = None
             for stride, size, weight in axis_index_terms(self.mesh, axes):
                 coord = device
                 if stride != 1:
-                    coord = hlo.binary("divide", coord, hlo.i32_scalar(stride, loc=loc, ip=ip),
-                                       loc=loc, ip=ip)
+                    coord = hlo.binary(b, "divide", coord, hlo.i32_scalar(b, stride))
                 if stride * size != self.mesh.size:
-                    coord = hlo.binary("remainder", coord, hlo.i32_scalar(size, loc=loc, ip=ip),
-                                       loc=loc, ip=ip)
+                    coord = hlo.binary(b, "remainder", coord, hlo.i32_scalar(b, size))
                 if weight != 1:
-                    coord = hlo.binary("multiply", coord,
-                                       hlo.i32_scalar(weight, loc=loc, ip=ip), loc=loc, ip=ip)
-                index = coord if index is None else hlo.binary("add", index, coord,
-                                                               loc=loc, ip=ip)
-            self.entry_values[key] = index if index is not None else hlo.i32_scalar(
-                0, loc=loc, ip=ip)
+                    coord = hlo.binary(b, "multiply", coord, hlo.i32_scalar(b, weight))
+                index = coord if index is None else hlo.binary(b, "add", index, coord)
+            self.entry_values[key] = index if index is not None else hlo.i32_scalar(b, 0)
         return self.entry_values[key]
 
     def replica_id_in(self, function: ir.Operation, loc) -> ir.Value:
         """The device's id as i32, read once at the top of `function`."""
-        if function not in self.entry_values:
-            ip = self.entry_point(function)
-            with self.placements.at_start_of(ir.symbol_name(function)):
-                device = hlo.replica_id(loc=loc, ip=ip)
-            self.entry_values[function] = hlo.convert(device, ir.i32_type(), loc=loc, ip=ip)
-        return self.entry_values[function]
+        key = ir.op_key(function)
+        if key not in self.entry_values:
+            b = self.entry_point(function, loc)
+            self.entry_values[key] = hlo.convert(b, hlo.replica_id(b), ir.i32_type())
+        return self.entry_values[key]
 
-    def entry_point(self, function: ir.Operation) -> ir.InsertionPoint:
+    def entry_point(self, function: ir.Operation, loc) -> Builder:
         """Where per-function values go: at the top of the function, in creation order.
 
         They go before a placeholder put first in the function (the function's
         first op may be a collective this pass erases); finish() removes it.
         """
-        if function not in self.anchors:
-            block = ir.function_entry_block(function)
-            top = ir.InsertionPoint.at_block_begin(block)
-            self.anchors[function] = placeholder(function.location, top)
-        return ir.InsertionPoint(self.anchors[function])
+        key = ir.op_key(function)
+        if key not in self.anchors:
+            top = self.rewriter.at_start(ir.function_entry_block(function), function.location)
+            self.anchors[key] = hlo.constant_op(top, ir.scalar_i32_attr(0),
+                                                ir.tensor_type([], ir.i32_type()))
+        return self.rewriter.before(self.anchors[key], loc)
 
     def finish(self) -> None:
         for placeholder in self.anchors.values():
-            ir.erase(placeholder)
-
-
-def function_of(op: ir.Operation) -> ir.Operation:
-    """The func.func enclosing `op`."""
-    parent = op.parent
-    while parent.name != "func.func":
-        parent = parent.parent
-    return parent.operation
-
-
-def placeholder(loc, ip) -> ir.Operation:
-    """An op with no users that only marks a position (erased by the pass)."""
-    return hlo.constant_op(ir.scalar_i32_attr(0), ir.tensor_type([], ir.i32_type()),
-                           loc=loc, ip=ip)
+            self.rewriter.erase(placeholder)
 
 
 # ----------------------------------------------------------------------------
 # One rule per kind: (lowering, view) -> the values that replace the op's results
 
 
-def lower_reduction(lowering: Lowering, view: CollectiveView, *, ip, loc) -> list[ir.Value]:
+def lower_reduction(lowering: Lowering, view: CollectiveView, b: Builder) -> list[ir.Value]:
     results = []
     groups, reducer = lowering.groups(view), view.collective.reducer
     for operand in view.op.operands:
         key = ("stablehlo.all_reduce", reducer, operand.type, groups)
-        op = lowering.cloned(key, ip=ip, loc=loc)
+        op = lowering.cloned(key, b)
         if op is None:
-            op = ir.create_op("stablehlo.all_reduce", [operand], [operand.type],
-                              {"replica_groups": groups}, loc=loc, ip=ip, regions=1)
-            hlo.build_reducer(op.regions[0], ir.element_type_of(operand.type), reducer, loc=loc)
+            op = b.create("stablehlo.all_reduce", [operand], [operand.type],
+                          {"replica_groups": groups}, regions=1)
+            hlo.build_reducer(b, op.regions[0], ir.element_type_of(operand.type), reducer)
             lowering.templates[key] = op
-            lowering.template_reduction_keys[key] = (groups, reducer,
-                                                     ir.element_type_of(operand.type))
         else:
             op.operands[0] = operand
-        lowering.reduction_keys[id(op.operation)] = lowering.template_reduction_keys[key]
         results.append(op.result)
     return results
 
 
-def lower_all_gather(lowering: Lowering, view: CollectiveView, *, ip, loc) -> list[ir.Value]:
+def lower_all_gather(lowering: Lowering, view: CollectiveView, b: Builder) -> list[ir.Value]:
     operand, dim = view.op.operands[0], view.params["all_gather_dimension"]
     if not view.params["tiled"]:
-        operand = hlo.insert_unit_dim(operand, dim, loc=loc, ip=ip)
+        operand = hlo.insert_unit_dim(b, operand, dim)
     attributes = {"all_gather_dim": ir.i64_attr(dim), "replica_groups": lowering.groups(view)}
-    result_type = view.op.results[0].type
-    op = ir.create_op("stablehlo.all_gather", [operand], [result_type], attributes,
-                      loc=loc, ip=ip)
+    op = b.create("stablehlo.all_gather", [operand], [view.op.results[0].type], attributes)
     return [op.result]
 
 
-def lower_psum_scatter(lowering: Lowering, view: CollectiveView, *, ip, loc) -> list[ir.Value]:
+def lower_psum_scatter(lowering: Lowering, view: CollectiveView, b: Builder
+                       ) -> list[ir.Value]:
     operand, dim = view.op.operands[0], view.params["scatter_dimension"]
     result_type = view.op.results[0].type
     scattered_shape = list(ir.shape_of(operand.type))
     scattered_shape[dim] //= lowering.acting_size(view)
     element_type = ir.element_type_of(operand.type)
     attributes = {"scatter_dimension": ir.i64_attr(dim), "replica_groups": lowering.groups(view)}
-    op = ir.create_op("stablehlo.reduce_scatter", [operand],
-                      [ir.tensor_type(scattered_shape, element_type)], attributes,
-                      loc=loc, ip=ip, regions=1)
-    hlo.build_reducer(op.regions[0], element_type, view.collective.reducer, loc=loc)
-    return [hlo.reshape(op.result, ir.shape_of(result_type), loc=loc, ip=ip)]
+    op = b.create("stablehlo.reduce_scatter", [operand],
+                  [ir.tensor_type(scattered_shape, element_type)], attributes, regions=1)
+    hlo.build_reducer(b, op.regions[0], element_type, view.collective.reducer)
+    return [hlo.reshape(b, op.result, ir.shape_of(result_type))]
 
 
-def lower_all_to_all(lowering: Lowering, view: CollectiveView, *, ip, loc) -> list[ir.Value]:
+def lower_all_to_all(lowering: Lowering, view: CollectiveView, b: Builder) -> list[ir.Value]:
     operand = view.op.operands[0]
     split, concat = view.params["split_axis"], view.params["concat_axis"]
     tiled = view.params["tiled"]
@@ -280,7 +238,7 @@ def lower_all_to_all(lowering: Lowering, view: CollectiveView, *, ip, loc) -> li
         # concat_axis counts positions after split_axis is removed (JAX's rule).
         if split < concat:
             concat += 1
-        operand = hlo.insert_unit_dim(operand, concat, loc=loc, ip=ip)
+        operand = hlo.insert_unit_dim(b, operand, concat)
         if concat < split:
             split += 1
     count = lowering.acting_size(view)
@@ -294,25 +252,22 @@ def lower_all_to_all(lowering: Lowering, view: CollectiveView, *, ip, loc) -> li
         "replica_groups": lowering.groups(view),
     }
     result_type = ir.tensor_type(shape, ir.element_type_of(operand.type))
-    op = ir.create_op("stablehlo.all_to_all", [operand], [result_type], attributes,
-                      loc=loc, ip=ip)
-    final_shape = ir.shape_of(view.op.results[0].type)
-    return [hlo.reshape(op.result, final_shape, loc=loc, ip=ip)]
+    op = b.create("stablehlo.all_to_all", [operand], [result_type], attributes)
+    return [hlo.reshape(b, op.result, ir.shape_of(view.op.results[0].type))]
 
 
-def lower_ppermute(lowering: Lowering, view: CollectiveView, *, ip, loc) -> list[ir.Value]:
+def lower_ppermute(lowering: Lowering, view: CollectiveView, b: Builder) -> list[ir.Value]:
     operand = view.op.operands[0]
     pairs = permutation_pairs(lowering.mesh, view.axes, view.params["perm"])
     if not pairs:
-        return [hlo.zeros(operand.type, loc=loc, ip=ip)]
+        return [hlo.zeros(b, operand.type)]
     attributes = {"source_target_pairs": ir.dense_i64_attr(pairs)}
-    op = ir.create_op("stablehlo.collective_permute", [operand], [operand.type], attributes,
-                      loc=loc, ip=ip)
+    op = b.create("stablehlo.collective_permute", [operand], [operand.type], attributes)
     return [op.result]
 
 
-def lower_axis_index(lowering: Lowering, view: CollectiveView, *, ip, loc) -> list[ir.Value]:
-    return [lowering.axis_index_in(function_of(view.op), view.axes, loc)]
+def lower_axis_index(lowering: Lowering, view: CollectiveView, b: Builder) -> list[ir.Value]:
+    return [lowering.axis_index_in(ir.enclosing_function(view.op), view.axes, b.loc)]
 
 
 Rule = Callable[..., list[ir.Value]]

@@ -4,18 +4,19 @@ Walking a module from Python costs a microsecond or more per op, whatever the
 walk looks for, so the passes that look ops up by name (fold-gather-slice
 the slices, sink-gathers and lower-collectives the custom_calls,
 combine-all-reduces and the target passes the collectives, simplify the
-reshapes) share one walk through `Analyses`. A pass that rewrites a few ops
-and knows where the indexed ops it built stand brings the index up to date
-(`edited`, from the `ir.Edits` it recorded) and preserves it; flatten-maps
-builds it from the walks of the nesting analysis; any other pass that changes
-the IR drops it, and the next pass that needs it walks again.
+reshapes) share one walk through `Analyses`. It stays current through a pass
+that edits only through its rewriter: `IndexKeeper` listens, takes each op
+built where it stands and drops each op erased (passes/base.py attaches it).
+flatten-maps builds the index of the program it flattens from the walks of the
+nesting analysis; a pass that edits otherwise drops it, and the next pass that
+needs it walks again.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-from collections.abc import Collection, Iterator
+import itertools
+from collections.abc import Collection
 
 from pmapc import dialect, ir
 
@@ -34,8 +35,7 @@ INDEXED = frozenset((
     "stablehlo.collective_permute",
 ))
 
-Entry = tuple[str, ir.Operation, int]  # an op, its name and its `ir.op_key`
-Built = tuple[str, ir.Operation, int]  # an op a pass made, its name and step (ir.Edits)
+Entry = tuple[str, ir.Operation, int]  # an op's name, the op, its identity (`ir.op_key`)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,37 +59,6 @@ class OpIndex:
             self.functions.get(function, [])]
         return [entry for entries in lists for entry in entries if entry[0] in wanted]
 
-    def edited(self, placements: Placements) -> OpIndex:
-        """The index after the edits `placements` recorded: erased ops go; each indexed
-        op built stands where `placements` says (an indexed op built, still there and
-        placed nowhere is a pmapc bug)."""
-        edits = placements.edits
-        placed = {built[2] for entries in placements.all() for built in entries}
-        unplaced = [name for name, op, step in indexed(edits.created)
-                    if step not in placed and edits.key_if_alive(op, step) is not None]
-        assert not unplaced, f"indexed ops built but not placed: {unplaced}"
-
-        def kept(built: list[Built]) -> list[Entry]:
-            entries = []
-            for name, op, step in built:
-                key = edits.key_if_alive(op, step)
-                if key is not None:
-                    entries.append((name, op, key))
-            return entries
-
-        functions = {}
-        for function, entries in self.functions.items():
-            updated = kept(placements.at_start.get(function, []))
-            for entry in entries:
-                built = placements.in_place_of.get(entry[2])
-                if built is not None:
-                    updated.extend(kept(built))  # built right before the op
-                if edits.alive(entry[2]) and entry[2] not in placements.replaced:
-                    updated.append(entry)
-            updated.extend(kept(placements.at_end.get(function, [])))
-            functions[function] = updated
-        return OpIndex(functions)
-
 
 def op_index(module: ir.Module) -> OpIndex:
     """The analysis: one walk of every function."""
@@ -97,84 +66,105 @@ def op_index(module: ir.Module) -> OpIndex:
                     for name, function in ir.functions(module).items()})
 
 
-def index_of(module: ir.Module, analyses=None) -> OpIndex:
-    """The module's op index: the shared one if the pass runs with `analyses` (a
-    `passes.base.Analyses`), else a walk of its own."""
-    return analyses.get(op_index, module) if analyses is not None else op_index(module)
+def index_of(module: ir.Module, analyses) -> OpIndex:
+    """The module's op index, shared through `analyses` (a `passes.base.Analyses`)."""
+    return analyses.get(op_index, module)
 
 
-def indexed(built: list[Built]) -> list[Built]:
-    """The ops of `built` (e.g. `ir.Edits.created`) with indexed names."""
-    return [entry for entry in built if entry[0] in INDEXED]
+@dataclasses.dataclass
+class _Built:
+    """An op a pass built, numbered in the order built (`step`)."""
+
+    name: str
+    op: ir.Operation
+    key: int
+    step: int
+    placed: bool  # whether where it stands is known (see IndexKeeper)
+    erased: bool = False
 
 
-class Placements:
-    """Where the indexed ops a pass builds stand, noted while it runs (for `edited`):
-    right before an op of the index as it was before the pass (by `ir.op_key`, taken
-    before any erase; the op may stay or go), or first or last in a function (by
-    name). Ops built in place of ops built by the same pass are not supported."""
+class IndexKeeper:
+    """An op index kept current through a pass's rewrites (a rewriter `Listener`).
 
-    def __init__(self, edits: ir.Edits) -> None:
-        self.edits = edits
-        self.in_place_of: dict[int, list[Built]] = {}
-        self.at_start: dict[str, list[Built]] = {}
-        self.at_end: dict[str, list[Built]] = {}
-        self._first_or_last: set[int] = set()  # the steps of those at a start or end
-        self.replaced: set[int] = set()  # ops erased unrecorded (`replace`)
+    Each op built stands right before an anchor, found from its insertion point
+    when it is built: an op of the index, an op built earlier in the pass, or the
+    start or the end of a function (before its first op or its terminator). An
+    indexed op built where none of these says where (in a block of an op that is
+    not indexed, say) makes its function stale, and `result` walks that function
+    again; only such functions are walked.
+    """
 
-    def all(self) -> Iterator[list[Built]]:
-        yield from self.in_place_of.values()
-        yield from self.at_start.values()
-        yield from self.at_end.values()
+    def __init__(self, index: OpIndex, module: ir.Module) -> None:
+        self.index = index
+        self.module = module
+        self.alive = {entry[2] for entries in index.functions.values() for entry in entries}
+        self.built: dict[int, _Built] = {}  # the ops built in the pass, alive, by identity
+        self.before: dict[tuple, list[_Built]] = {}  # anchor -> the ops built before it
+        self.stale: set[str] = set()  # functions to walk again
+        self.steps = itertools.count(1)
 
-    def mark(self) -> int:
-        """Where the ops built from now on start (for `put_in_place`)."""
-        return len(self.edits.created)
+    def op_created(self, op: ir.Operation, ip: ir.InsertionPoint) -> None:
+        name = op.name
+        indexed = name in INDEXED
+        anchor = self._anchor(ip, indexed)
+        built = _Built(name, op, ir.op_key(op), next(self.steps), anchor is not None)
+        if anchor is not None:
+            self.before.setdefault(anchor, []).append(built)
+        self.built[built.key] = built
 
-    def put_in_place(self, key: int, mark: int) -> None:
-        """The indexed ops built since `mark` (but those placed first or last in a
-        function) stand right before the op of `key` (which may go or stay)."""
-        built = [b for b in self.edits.created[mark:]
-                 if b[0] in INDEXED and b[2] not in self._first_or_last]
-        if key in self.in_place_of:
-            self.in_place_of[key].extend(built)
+    def op_erased(self, op: ir.Operation) -> None:
+        key = ir.op_key(op)
+        built = self.built.pop(key, None)
+        if built is not None:
+            built.erased = True  # its address may come back for another op
+        self.alive.discard(key)
+
+    def result(self) -> OpIndex:
+        """The index as the pass leaves the module."""
+        result = {}
+        for name, function in ir.functions(self.module).items():
+            if name in self.stale:
+                result[name] = ir.walk_named(function, INDEXED)
+                continue
+            entries = self._ordered(("start", name))
+            for entry in self.index.functions.get(name, []):
+                entries.extend(self._ordered(("op", entry[2])))
+                if entry[2] in self.alive:
+                    entries.append(entry)
+            entries.extend(self._ordered(("end", name)))
+            result[name] = entries
+        return OpIndex(result)
+
+    def _ordered(self, anchor: tuple) -> list[Entry]:
+        """The indexed ops built right before `anchor` and still there, in order."""
+        entries = []
+        for built in self.before.get(anchor, ()):
+            entries.extend(self._ordered(("built", built.step)))
+            if not built.erased and built.name in INDEXED:
+                entries.append((built.name, built.op, built.key))
+        return entries
+
+    def _anchor(self, ip: ir.InsertionPoint, indexed: bool) -> tuple | None:
+        """What an op built at `ip` stands right before; None if unknown (then, for an
+        indexed op, its function is stale)."""
+        ref = ip.ref_operation
+        if ref is not None:
+            key = ir.op_key(ref)
+            built = self.built.get(key)
+            if built is not None and (built.placed or not indexed):
+                return ("built", built.step) if built.placed else None
+            if key in self.alive:
+                return ("op", key)
+            block = ref.block
         else:
-            self.in_place_of[key] = built
-
-    def replace(self, key: int, mark: int) -> None:
-        """`put_in_place`, for an op the pass erased without recording it (a cheaper
-        erase, for a pass that replaces thousands of ops)."""
-        self.put_in_place(key, mark)
-        self.replaced.add(key)
-
-    @contextlib.contextmanager
-    def in_place(self, op: ir.Operation) -> Iterator[None]:
-        """The ops built inside the `with` block stand right before `op` (which the
-        block may erase)."""
-        key, mark = ir.op_key(op), self.mark()
-        yield
-        self.put_in_place(key, mark)
-
-    @contextlib.contextmanager
-    def at_start_of(self, function: str) -> Iterator[None]:
-        """The ops built inside the `with` block stand first in `function`."""
-        mark = self.mark()
-        yield
-        self._put(self.at_start, function, mark)
-
-    @contextlib.contextmanager
-    def at_end_of(self, function: str) -> Iterator[None]:
-        """The ops built inside the `with` block stand last in `function`."""
-        mark = self.mark()
-        yield
-        self._put(self.at_end, function, mark)
-
-    def _put(self, table: dict[str, list[Built]], function: str, mark: int) -> None:
-        built = indexed(self.edits.created[mark:])
-        table.setdefault(function, []).extend(built)
-        self._first_or_last.update(b[2] for b in built)
-
-    def preserve(self, analyses, index: OpIndex | None) -> None:
-        """Preserve `index` (the op index before the pass, if it was at hand) edited."""
-        if analyses is not None and index is not None:
-            analyses.preserve(op_index, index.edited(self))
+            block = ip.block
+        owner = block.owner.operation
+        if owner.name == "func.func" and block == ir.function_entry_block(owner):
+            name = ir.symbol_name(owner)
+            if ref is None or ref == ir.terminator(block):
+                return ("end", name)
+            if ref == block.operations[0]:
+                return ("start", name)
+        if indexed:
+            self.stale.add(ir.symbol_name(ir.enclosing_function(owner)))
+        return None

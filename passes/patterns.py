@@ -13,6 +13,7 @@ from collections.abc import Callable
 import numpy as np
 
 from pmapc import collectives, dialect, ir
+from pmapc.passes.rewriter import Rewriter
 
 
 def defining_op(value: ir.Value) -> ir.Operation | None:
@@ -102,27 +103,28 @@ def untiled_gather(value: ir.Value) -> tuple[ir.Operation, str, int] | None:
     return op, view.axes[0], view.params["all_gather_dimension"]
 
 
-def erase_if_unused(op: ir.Operation | None) -> None:
+def erase_if_unused(op: ir.Operation | None, rewriter: Rewriter) -> None:
     if op is not None and all(not list(result.uses) for result in op.results):
-        ir.erase(op)
+        rewriter.erase(op)
 
 
-def erase_unused_reshapes(value: ir.Value) -> None:
+def erase_unused_reshapes(value: ir.Value, rewriter: Rewriter) -> None:
     """Erase the chain of now-unused reshapes that produced `value`."""
     op = defining_op(value)
     while op is not None and op.name == "stablehlo.reshape" and not any(
             list(result.uses) for result in op.results):
         source = op.operands[0]
-        ir.erase(op)
+        rewriter.erase(op)
         op = defining_op(source)
 
 
-def erase_slice(op: ir.Operation) -> None:
+def erase_slice(op: ir.Operation, rewriter: Rewriter) -> None:
     """Erase a `dynamic_slice` whose result is unused, and the start indices only it used."""
-    starts = {defining_op(start) for start in op.operands[1:]} - {None}
-    ir.erase(op)
-    for start in starts:
-        erase_if_unused(start)
+    starts = {ir.op_key(start): start for start in map(defining_op, op.operands[1:])
+              if start is not None}
+    rewriter.erase(op)
+    for start in starts.values():
+        erase_if_unused(start, rewriter)
 
 
 def repeat_until_unchanged(sweep: Callable[[], bool]) -> bool:

@@ -14,6 +14,7 @@ from pmapc import ir
 from pmapc.passes import patterns
 from pmapc.passes.base import Analyses
 from pmapc.passes.op_index import index_of
+from pmapc.passes.rewriter import Rewriter
 
 
 @dataclasses.dataclass(frozen=True)
@@ -21,24 +22,24 @@ class SimplifyPass:
     """Run MLIR's canonicalize and cse: fold reshapes, share constants, drop dead ops."""
 
     name: ClassVar[str] = "simplify"
-    uses_analyses: ClassVar[bool] = True  # the op index
+    # MLIR's passes edit without the rewriter: every analysis is dropped after it.
+    keeps_analyses_current: ClassVar[bool] = False
 
-    def run(self, module: ir.Module, analyses: Analyses | None = None) -> bool:
+    def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
         """True: canonicalize and cse report no change count, so this says "maybe"."""
         for op in index_of(module, analyses).ops("stablehlo.reshape"):
-            fold_reshape(op)
+            fold_reshape(op, rewriter)
         ir.run_upstream_passes(module, "canonicalize,cse")
         return True
 
 
-def fold_reshape(op: ir.Operation) -> None:
+def fold_reshape(op: ir.Operation, rewriter: Rewriter) -> None:
     """Reshape the source of a reshape chain directly; drop reshapes to the same type."""
     source = op.operands[0]
     producer = patterns.defining_op(source)
     if producer is not None and producer.name == "stablehlo.reshape":
         source = producer.operands[0]
         op.operands[0] = source
-        patterns.erase_if_unused(producer)
+        patterns.erase_if_unused(producer, rewriter)
     if source.type == op.results[0].type:
-        op.results[0].replace_all_uses_with(source)
-        ir.erase(op)
+        rewriter.replace(op, [source])

@@ -25,7 +25,8 @@ from typing import ClassVar
 from pmapc import collectives, dialect, hlo, ir
 from pmapc.passes import patterns
 from pmapc.passes.base import Analyses
-from pmapc.passes.op_index import Placements, index_of
+from pmapc.passes.op_index import index_of
+from pmapc.passes.rewriter import Builder, Rewriter
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,38 +34,33 @@ class SinkGathersPass:
     """Return gathered inner-map outputs as split results, without the all_gather."""
 
     name: ClassVar[str] = "sink-gathers"
-    uses_analyses: ClassVar[bool] = True  # the op index (preserved unless gathers moved)
+    keeps_analyses_current: ClassVar[bool] = True
 
-    def run(self, module: ir.Module, analyses: Analyses | None = None) -> bool:
+    def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
         if dialect.read_mesh(module) is None:
             return False
         main = ir.functions(module)["main"]
         block = ir.function_entry_block(main)
         returned = ir.terminator(block)
-        index = index_of(module, analyses)
-        moved = push_gathers_down(index.ops(dialect.CUSTOM_CALL, "main"))
-        with ir.recording_edits() as edits:
-            placements = Placements(edits)
-            with placements.at_end_of("main"):  # the block of each result goes before return
-                sunk = patterns.repeat_until_unchanged(lambda: sink_results(main, returned))
+        custom_calls = index_of(module, analyses).ops(dialect.CUSTOM_CALL, "main")
+        moved = push_gathers_down(custom_calls, rewriter)
+        sunk = patterns.repeat_until_unchanged(lambda: sink_results(main, returned, rewriter))
         changed = moved or sunk
-        if sunk and not moved:
-            placements.preserve(analyses, index)
         if changed:
             ir.set_function_type(main, [a.type for a in block.arguments],
                                  [v.type for v in returned.operands])
         return changed
 
 
-def sink_results(main, returned: ir.Operation) -> bool:
+def sink_results(main, returned: ir.Operation, rewriter: Rewriter) -> bool:
     """Return split every gathered result that can be; whether any was."""
     changed = False
     for index in range(len(returned.operands)):
-        changed |= sink_result(main, returned, index)
+        changed |= sink_result(main, returned, index, rewriter)
     return changed
 
 
-def sink_result(main, returned: ir.Operation, index: int) -> bool:
+def sink_result(main, returned: ir.Operation, index: int, rewriter: Rewriter) -> bool:
     value = returned.operands[index]
     gathered = patterns.through_unit_reshapes(value)
     match = patterns.untiled_gather(gathered)
@@ -79,16 +75,15 @@ def sink_result(main, returned: ir.Operation, index: int) -> bool:
     result_dim = patterns.matching_dim(ir.shape_of(gathered.type), dim, shape)
     shape[result_dim] = 1
     split[result_dim].append(axis)
-    block = hlo.reshape(gather.operands[0], shape, loc=gather.location,
-                        ip=ir.InsertionPoint(returned))
+    block = hlo.reshape(rewriter.before(returned, gather.location), gather.operands[0], shape)
     returned.operands[index] = block
     ir.set_arg_attr(main, "res", index, dialect.SPLIT_ATTR, dialect.split_attr(split))
-    patterns.erase_unused_reshapes(value)
-    patterns.erase_if_unused(gather)
+    patterns.erase_unused_reshapes(value, rewriter)
+    patterns.erase_if_unused(gather, rewriter)
     return True
 
 
-def push_gathers_down(custom_calls: list[ir.Operation]) -> bool:
+def push_gathers_down(custom_calls: list[ir.Operation], rewriter: Rewriter) -> bool:
     """Move every untiled gather (of @main's `custom_calls`) below the elementwise ops
     and reductions it can pass."""
     views = dialect.Views()
@@ -100,7 +95,7 @@ def push_gathers_down(custom_calls: list[ir.Operation]) -> bool:
         if len(users) != 1 or patterns.untiled_gather(gather.results[0]) is None:
             continue
         user = users[0][0]
-        moved = push_below_elementwise(user) or push_below_reduction(user)
+        moved = push_below_elementwise(user, rewriter) or push_below_reduction(user, rewriter)
         if moved is not None:
             pending.append(moved)
             changed = True
@@ -114,7 +109,7 @@ ELEMENTWISE = {f"stablehlo.{name}" for name in (
     "round_nearest_afz is_finite").split()}
 
 
-def push_below_elementwise(op: ir.Operation) -> ir.Operation | None:
+def push_below_elementwise(op: ir.Operation, rewriter: Rewriter) -> ir.Operation | None:
     """`f(all_gather(x), uniform...)` -> `all_gather(f(x, uniform...))`; the new gather."""
     if op.name not in ELEMENTWISE:
         return None
@@ -126,16 +121,16 @@ def push_below_elementwise(op: ir.Operation) -> ir.Operation | None:
         return None
     gather, axis, dim = patterns.untiled_gather(op.operands[gathered[0]])
     block = gather.operands[0]
-    ip, loc = ir.InsertionPoint(op), op.location
-    operands = [block if i == gathered[0] else uniform_like(v, block, ip=ip, loc=loc)
+    b = rewriter.before(op)
+    operands = [block if i == gathered[0] else uniform_like(b, v, block)
                 for i, v in enumerate(op.operands)]
     result_type = ir.tensor_type(ir.shape_of(block.type), ir.element_type_of(op.results[0].type))
     attributes = {named.name: named.attr for named in op.attributes}
-    local = ir.create_op(op.name, operands, [result_type], attributes, loc=loc, ip=ip)
-    return regather(op, gather, local.result, axis, dim)
+    local = b.create(op.name, operands, [result_type], attributes)
+    return regather(op, gather, local.result, axis, dim, rewriter)
 
 
-def push_below_reduction(op: ir.Operation) -> ir.Operation | None:
+def push_below_reduction(op: ir.Operation, rewriter: Rewriter) -> ir.Operation | None:
     """`psum(all_gather(x, a), axes)` -> `all_gather(psum(x, axes), a)` when `a` is not
     in `axes` (likewise pmax and pmin); the new gather."""
     collective = dialect.collective_of(op)
@@ -147,21 +142,19 @@ def push_below_reduction(op: ir.Operation) -> ir.Operation | None:
         return None
     gather, axis, dim = match
     block = gather.operands[0]
-    ip, loc = ir.InsertionPoint(op), op.location
-    reduced = dialect.create_collective(view.kind, [block], [block.type], view.axes,
-                                        loc=loc, ip=ip, **view.params)
-    return regather(op, gather, reduced.results[0], axis, dim)
+    reduced = dialect.create_collective(rewriter.before(op), view.kind, [block], [block.type],
+                                        view.axes, **view.params)
+    return regather(op, gather, reduced.results[0], axis, dim, rewriter)
 
 
 def regather(op: ir.Operation, gather: ir.Operation, local: ir.Value, axis: str,
-             dim: int) -> ir.Operation:
+             dim: int, rewriter: Rewriter) -> ir.Operation:
     """Replace `op` (which used `gather`) by a gather of `local`, computed on one block."""
     stacked = dialect.create_collective(
-        collectives.ALL_GATHER.kind, [local], [op.results[0].type], [axis],
-        loc=gather.location, ip=ir.InsertionPoint(op), all_gather_dimension=dim, tiled=False)
-    op.results[0].replace_all_uses_with(stacked.result)
-    ir.erase(op)
-    ir.erase(gather)
+        rewriter.before(op, gather.location), collectives.ALL_GATHER.kind, [local],
+        [op.results[0].type], [axis], all_gather_dimension=dim, tiled=False)
+    rewriter.replace(op, [stacked.result])
+    rewriter.erase(gather)
     return stacked
 
 
@@ -177,11 +170,11 @@ def is_uniform(value: ir.Value) -> bool:
         ir.splat_value(producer.attributes["value"]) is not None)
 
 
-def uniform_like(value: ir.Value, block: ir.Value, *, ip, loc) -> ir.Value:
+def uniform_like(b: Builder, value: ir.Value, block: ir.Value) -> ir.Value:
     """A uniform `value` (see is_uniform) shaped like `block`."""
     producer = patterns.defining_op(value)
     result_type = ir.tensor_type(ir.shape_of(block.type), ir.element_type_of(value.type))
     if producer.name == "stablehlo.broadcast_in_dim":
-        return hlo.broadcast_scalar(producer.operands[0], result_type, loc=loc, ip=ip)
+        return hlo.broadcast_scalar(b, producer.operands[0], result_type)
     splat = ir.splat_value(producer.attributes["value"])
-    return hlo.constant(ir.splat_attr(result_type, splat), result_type, loc=loc, ip=ip)
+    return hlo.constant(b, ir.splat_attr(result_type, splat), result_type)

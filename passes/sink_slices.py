@@ -19,7 +19,7 @@ from pmapc import dialect, hlo, ir
 from pmapc.mesh import Mesh
 from pmapc.passes import patterns
 from pmapc.passes.base import Analyses
-from pmapc.passes.op_index import Placements, op_index
+from pmapc.passes.rewriter import Rewriter
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,36 +27,31 @@ class SinkSlicesPass:
     """Split @main's arguments over the inner axes whose slices are all the program uses."""
 
     name: ClassVar[str] = "sink-slices"
-    uses_analyses: ClassVar[bool] = True  # preserves the op index
+    keeps_analyses_current: ClassVar[bool] = True
 
-    def run(self, module: ir.Module, analyses: Analyses | None = None) -> bool:
+    def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
         mesh = dialect.read_mesh(module)
         if mesh is None:
             return False
         main = ir.functions(module)["main"]
-        index = analyses.cached(op_index) if analyses is not None else None
-        with ir.recording_edits() as edits:
-            placements = Placements(edits)
-            changed = patterns.repeat_until_unchanged(
-                lambda: sink_arguments(main, mesh, placements))
+        changed = patterns.repeat_until_unchanged(
+            lambda: sink_arguments(main, mesh, rewriter))
         if changed:
             block = ir.function_entry_block(main)
             ir.set_function_type(main, [a.type for a in block.arguments],
                                  ir.function_type(main).results)
-            placements.preserve(analyses, index)
         return changed
 
 
-def sink_arguments(main, mesh: Mesh, placements: Placements) -> bool:
+def sink_arguments(main, mesh: Mesh, rewriter: Rewriter) -> bool:
     """Split every argument that can be over one more axis; whether any was."""
     changed = False
     for index, arg in enumerate(ir.function_entry_block(main).arguments):
-        changed |= sink_argument(main, index, arg, mesh, placements)
+        changed |= sink_argument(main, index, arg, mesh, rewriter)
     return changed
 
 
-def sink_argument(main, index: int, arg: ir.Value, mesh: Mesh,
-                  placements: Placements) -> bool:
+def sink_argument(main, index: int, arg: ir.Value, mesh: Mesh, rewriter: Rewriter) -> bool:
     slices = own_slices_through_views(arg)
     if not slices:
         return False
@@ -76,8 +71,7 @@ def sink_argument(main, index: int, arg: ir.Value, mesh: Mesh,
     ir.set_value_type(arg, ir.tensor_type(shape, ir.element_type_of(arg.type)))
     ir.set_arg_attr(main, "arg", index, dialect.SPLIT_ATTR, dialect.split_attr(split))
     for op, _, _ in slices:
-        with placements.in_place(op):
-            replace_slice(op, arg)
+        replace_slice(op, arg, rewriter)
     return True
 
 
@@ -102,11 +96,10 @@ def own_slices_through_views(arg: ir.Value) -> list[tuple[ir.Operation, str, int
     return found
 
 
-def replace_slice(op: ir.Operation, arg: ir.Value) -> None:
+def replace_slice(op: ir.Operation, arg: ir.Value, rewriter: Rewriter) -> None:
     """The slice's value is now the device's argument block itself."""
-    ip, loc = ir.InsertionPoint(op), op.location
-    block = hlo.reshape(arg, ir.shape_of(op.results[0].type), loc=loc, ip=ip)
+    block = hlo.reshape(rewriter.before(op), arg, ir.shape_of(op.results[0].type))
     op.results[0].replace_all_uses_with(block)
     source = op.operands[0]
-    patterns.erase_slice(op)
-    patterns.erase_unused_reshapes(source)
+    patterns.erase_slice(op, rewriter)
+    patterns.erase_unused_reshapes(source, rewriter)

@@ -30,7 +30,8 @@ from typing import ClassVar
 from pmapc import dialect, ir
 from pmapc.errors import PipelineError
 from pmapc.passes.base import Analyses
-from pmapc.passes.op_index import OpIndex, Placements, index_of
+from pmapc.passes.op_index import OpIndex, index_of
+from pmapc.passes.rewriter import Rewriter
 
 NUM_REPLICAS = "mhlo.num_replicas"
 NUM_PARTITIONS = "mhlo.num_partitions"
@@ -58,34 +59,29 @@ class ToPartitionsPass:
 
     name: ClassVar[str] = "to-partitions"
     first_channel: int = 1
-    uses_analyses: ClassVar[bool] = True  # the op index, which it preserves
+    keeps_analyses_current: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         if self.first_channel < 1:
             raise PipelineError(f"option 'first-channel' of pass '{self.name}' must be at "
                                 f"least 1, got {self.first_channel}")
 
-    def run(self, module: ir.Module, analyses: Analyses | None = None) -> bool:
-        index = index_of(module, analyses)
-        device_ids, collectives = device_ops(index, self.name)
-        with ir.recording_edits() as edits:
-            placements = Placements(edits)
-            changed = replace_device_ids(device_ids, "stablehlo.partition_id", placements)
-            singles = []
-            for op in collectives:
-                if is_variadic_all_reduce(op):
-                    with placements.in_place(op):
-                        singles.extend(split_all_reduce(op))
-                    changed = True
-                else:
-                    singles.append(op)
+    def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
+        device_ids, collectives = device_ops(index_of(module, analyses), self.name)
+        changed = replace_device_ids(device_ids, "stablehlo.partition_id", rewriter)
+        singles = []
+        for op in collectives:
+            if is_variadic_all_reduce(op):
+                singles.extend(split_all_reduce(op, rewriter))
+                changed = True
+            else:
+                singles.append(op)
         global_ids = ir.unit_attr()
         for handle, op in enumerate(singles, start=self.first_channel):
             changed |= set_attribute(op, CHANNEL_HANDLE, ir.channel_handle_attr(handle))
             if op.name in WITH_GLOBAL_DEVICE_IDS:
                 changed |= set_attribute(op, GLOBAL_DEVICE_IDS, global_ids)
         changed |= set_device_counts(module, replicas=1, partitions=device_count(module))
-        placements.preserve(analyses, index)
         return changed
 
 
@@ -93,24 +89,21 @@ def is_variadic_all_reduce(op: ir.Operation) -> bool:
     return op.name == "stablehlo.all_reduce" and len(op.operands) > 1
 
 
-def split_all_reduce(op: ir.Operation) -> list[ir.Operation]:
+def split_all_reduce(op: ir.Operation, rewriter: Rewriter) -> list[ir.Operation]:
     """A variadic all_reduce as one all_reduce per operand, with its reducer and
     attributes."""
     operands = list(op.operands)
-    ip, attributes = ir.InsertionPoint(op), op.attributes
-    first = ir.create_op(op.name, operands[:1], [operands[0].type],
-                         {key: attributes[key] for key in attributes},
-                         loc=op.location, ip=ip, regions=1)
+    b, attributes = rewriter.before(op), op.attributes
+    first = b.create(op.name, operands[:1], [operands[0].type],
+                     {key: attributes[key] for key in attributes}, regions=1)
     op.regions[0].blocks[0].append_to(first.regions[0])
     singles = [first]
     for operand in operands[1:]:
-        single = ir.clone(first, ip)
+        single = b.clone(first)
         single.operands[0] = operand
         ir.set_value_type(single.result, operand.type)
         singles.append(single)
-    for old, single in zip(op.results, singles):
-        old.replace_all_uses_with(single.result)
-    ir.erase(op)
+    rewriter.replace(op, [single.result for single in singles])
     return singles
 
 
@@ -157,24 +150,15 @@ def check_groups_name_devices(op: ir.Operation, pass_name: str) -> None:
                            "handle for replica groups)")
 
 
-def replace_device_ids(ops: list[ir.Operation], name: str, placements: Placements) -> bool:
-    """Replace each replica_id or partition_id op by `name` (noting the new ops in
-    `placements`); whether any was replaced."""
+def replace_device_ids(ops: list[ir.Operation], name: str, rewriter: Rewriter) -> bool:
+    """Replace each replica_id or partition_id op by `name`; whether any was replaced."""
     changed = False
     for op in ops:
-        with placements.in_place(op):
-            changed |= replace_device_id(op, name)
+        if op.name != name:
+            new = rewriter.before(op).create(name, [], [op.result.type])
+            rewriter.replace(op, [new.result])
+            changed = True
     return changed
-
-
-def replace_device_id(op: ir.Operation, name: str) -> bool:
-    """Replace a replica_id or partition_id op by `name`; whether anything changed."""
-    if op.name == name:
-        return False
-    new = ir.create_op(name, [], [op.result.type], loc=op.location, ip=ir.InsertionPoint(op))
-    op.result.replace_all_uses_with(new.result)
-    ir.erase(op)
-    return True
 
 
 def set_attribute(op: ir.Operation, key: str, value: ir.Attribute) -> bool:

@@ -19,7 +19,8 @@ from typing import ClassVar
 
 from pmapc import ir
 from pmapc.passes.base import Analyses
-from pmapc.passes.op_index import Placements, index_of
+from pmapc.passes.op_index import index_of
+from pmapc.passes.rewriter import Rewriter
 from pmapc.passes.to_partitions import (
     CHANNEL_HANDLE,
     GLOBAL_DEVICE_IDS,
@@ -36,15 +37,11 @@ class ToReplicasPass:
     """Put a lowered program in replica form (one replica per device): replica_id, no channels."""
 
     name: ClassVar[str] = "to-replicas"
-    uses_analyses: ClassVar[bool] = True  # the op index, which it preserves
+    keeps_analyses_current: ClassVar[bool] = True
 
-    def run(self, module: ir.Module, analyses: Analyses | None = None) -> bool:
-        index = index_of(module, analyses)
-        device_ids, collectives = device_ops(index, self.name)
-        with ir.recording_edits() as edits:
-            placements = Placements(edits)
-            changed = replace_device_ids(device_ids, "stablehlo.replica_id", placements)
-        placements.preserve(analyses, index)
+    def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
+        device_ids, collectives = device_ops(index_of(module, analyses), self.name)
+        changed = replace_device_ids(device_ids, "stablehlo.replica_id", rewriter)
         for op in collectives:
             changed |= drop_attribute(op, CHANNEL_HANDLE)
             changed |= drop_attribute(op, GLOBAL_DEVICE_IDS)

@@ -17,6 +17,7 @@ from pmapc.errors import Category, DiagnosticError, ShapeError
 from pmapc.layout import Chain
 from pmapc.passes.base import Analyses
 from pmapc.passes.nesting import Nesting, analyze
+from pmapc.passes.rewriter import Rewriter
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,14 +25,11 @@ class VerifyAxesPass:
     """Check that maps and named-axis collectives are well formed and their axes bound."""
 
     name: ClassVar[str] = "verify-axes"
-    # The nesting analysis it walks the program for is flatten-maps' too.
-    uses_analyses: ClassVar[bool] = True
+    keeps_analyses_current: ClassVar[bool] = True  # it changes nothing
 
-    def run(self, module: ir.Module, analyses: Analyses | None = None) -> bool:
-        if analyses is not None:
-            analyses.get(verified_nesting, module)
-        else:
-            verified_nesting(module)
+    def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
+        # The nesting analysis it walks the program for is flatten-maps' too.
+        analyses.get(verified_nesting, module)
         return False
 
 

@@ -17,11 +17,15 @@ import dataclasses
 import enum
 import threading
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from pmapc import collectives, ir
 from pmapc.collectives import Collective
 from pmapc.errors import Category, Diagnostic, DiagnosticError
 from pmapc.mesh import Mesh
+
+if TYPE_CHECKING:
+    from pmapc.passes.rewriter import Builder
 
 CUSTOM_CALL = "stablehlo.custom_call"
 MAP_TARGET = "pmapc.map"
@@ -328,19 +332,13 @@ def collective_config(kind: str, axes: Sequence[str], **params) -> dict[str, ir.
     }
 
 
-def create_collective(
-    kind: str,
-    operands: Sequence[ir.Value],
-    result_types: Sequence[ir.Type],
-    axes: Sequence[str],
-    *,
-    loc: ir.Location,
-    ip: ir.InsertionPoint,
-    **params,
-) -> ir.Operation:
+def create_collective(b: Builder, kind: str, operands: Sequence[ir.Value],
+                      result_types: Sequence[ir.Type], axes: Sequence[str],
+                      **params) -> ir.Operation:
+    """`@pmapc.<kind>` over `axes`, built by `b` (passes/rewriter.py)."""
     attributes = {"call_target_name": ir.string_attr(collectives.BY_KIND[kind].target)}
     attributes.update(collective_config(kind, axes, **params))
-    return ir.create_op(CUSTOM_CALL, operands, result_types, attributes, loc=loc, ip=ip)
+    return b.create(CUSTOM_CALL, operands, result_types, attributes)
 
 
 def with_collective_axes(config: ir.Attribute, axes: Sequence[str]) -> ir.Attribute:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import io
-import threading
 from collections.abc import Collection, Iterator, Sequence
 
 import numpy as np
@@ -451,33 +450,23 @@ def create_op(
         loc=loc,
         ip=ip,
     )
-    if _recordings.stack:
-        _recordings.stack[-1].note_created(name, op.operation)
     return op
 
 
 def clone(op: ir.Operation, ip: ir.InsertionPoint) -> ir.Operation:
-    """A deep copy of `op` at `ip` (recorded as one op: its nested ops are not listed)."""
-    copy = op.clone(ip=ip)
-    if _recordings.stack:
-        _recordings.stack[-1].note_created(op.name, copy.operation)
-    return copy
-
-
-def erase(op: ir.Operation) -> None:
-    """Erase `op` (recorded as one op: its nested ops are not listed)."""
-    if _recordings.stack:
-        _recordings.stack[-1].note_erased(op)
-    op.erase()
+    """A deep copy of `op` at `ip`."""
+    return op.clone(ip=ip).operation
 
 
 def op_key(op: ir.Operation) -> int:
-    """An op's identity while it lives: its address.
+    """An op's identity while it lives: its address. The one identity pmapc gives ops.
 
-    The bindings make a new Python object each time an op is reached, hash an op by
-    its contents, and erasing an op through one object invalidates that object
-    only; so passes that track ops across rewrites key them by address, taken
-    while the op lives (an erased op's address can come back for a new op).
+    The bindings make a new Python object each time an op is reached (so `id()` of
+    two objects of one op differ), hash an op by its contents (so an op's hash
+    changes with its operands, and two equal ops collide), and erasing an op through
+    one object invalidates that object only. So every dict or set of ops is keyed
+    by `op_key`, taken while the op lives (an erased op's address can come back for
+    a new op).
     """
     return _capsule_pointer(op._CAPIPtr, _OPERATION_CAPSULE)
 
@@ -486,65 +475,6 @@ _capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
 _capsule_pointer.restype = ctypes.c_void_p
 _capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
 _OPERATION_CAPSULE = b"jaxlib.mlir.ir.Operation._CAPIPtr"  # the name the bindings give it
-
-
-class Edits:
-    """What `create_op`, `clone` and `erase` did while a recording was on, step by step.
-
-    `created` holds (name, op, step) of each op made, in creation order. An op
-    erased through another Python object than the one that reached it before
-    is known by its address (`op_key`), which a later op can reuse: so an op
-    made at `step` is gone only if its address was erased after that step.
-    """
-
-    def __init__(self) -> None:
-        self.created: list[tuple[str, ir.Operation, int]] = []
-        self._erased_keys: dict[int, int] = {}  # address -> the step it was last erased at
-        self._erased_objects: dict[int, ir.Operation] = {}  # by id (held: ids stay unique)
-        self._step = 0
-
-    def note_created(self, name: str, op: ir.Operation) -> None:
-        self._step += 1
-        self.created.append((name, op, self._step))
-
-    def note_erased(self, op: ir.Operation) -> None:
-        self._step += 1
-        self._erased_keys[op_key(op)] = self._step
-        self._erased_objects[id(op)] = op
-
-    def alive(self, key: int) -> bool:
-        """Whether the op at address `key`, there before the recording, still is."""
-        return key not in self._erased_keys
-
-    def key_if_alive(self, op: ir.Operation, step: int) -> int | None:
-        """The address of `op`, made at `step`, if it is still there."""
-        if id(op) in self._erased_objects:
-            return None  # erased through this very object (which that invalidated)
-        key = op_key(op)
-        return key if self._erased_keys.get(key, -1) < step else None
-
-
-class _Recordings(threading.local):
-    """This thread's recordings in progress; create_op, clone and erase note in the
-    innermost. Per thread: two threads may compile at once."""
-
-    def __init__(self) -> None:
-        self.stack: list[Edits] = []
-
-
-_recordings = _Recordings()
-
-
-@contextlib.contextmanager
-def recording_edits() -> Iterator[Edits]:
-    """Record the ops made and erased inside the `with` block (for a pass that brings
-    an index of ops up to date with its rewrites)."""
-    edits = Edits()
-    _recordings.stack.append(edits)
-    try:
-        yield edits
-    finally:
-        _recordings.stack.pop()
 
 
 def add_block(region: ir.Region, arg_types: Sequence[ir.Type]) -> ir.Block:
@@ -660,6 +590,14 @@ def drop_meshes(module: ir.Module) -> None:
 
 def function_entry_block(func: ir.Operation) -> ir.Block:
     return func.regions[0].blocks[0]
+
+
+def enclosing_function(op: ir.Operation) -> ir.Operation:
+    """The func.func that holds `op` (or `op` itself, if it is one)."""
+    op = op.operation  # a func.func's OpView names the function by `name`
+    while op.name != "func.func":
+        op = op.parent.operation
+    return op
 
 
 def terminator(block: ir.Block) -> ir.Operation:

@@ -15,6 +15,7 @@ import pytest
 from pmapc import collectives, dialect, hlo, ir
 from pmapc.lowering import jax_api
 from pmapc.passes.lower_collectives import RULES
+from pmapc.passes.rewriter import unobserved
 
 ROOT = pathlib.Path(__file__).parents[2]
 AXIS, AXIS_SIZE = "i", 4
@@ -112,8 +113,8 @@ def test_params_round_trip_through_the_ir(kind):
     params = collective.params_from_jax(traced_equation(collective).params)
     module = ir.parse_module("module {}", ir.make_context())
     with ir.building(module):
-        op = dialect.create_collective(kind, [], [], [AXIS], loc=ir.Location.unknown(),
-                                       ip=ir.InsertionPoint(module.body), **params)
+        b = unobserved(ir.InsertionPoint(module.body), ir.Location.unknown())
+        op = dialect.create_collective(b, kind, [], [], [AXIS], **params)
         view = dialect.read_collective(op)
         assert dialect.collective_of(op) is collective
     assert view.collective is collective and view.kind == kind

@@ -24,6 +24,7 @@ from pmapc import collectives, dialect, ir, shapes
 from pmapc.errors import ShapeError
 from pmapc.lowering import jax_api
 from pmapc.mesh import Mesh, replica_groups_for
+from pmapc.passes.rewriter import unobserved
 
 MESH_8 = (("i", 8),)
 MESH_2X4 = (("data", 2), ("model", 4))
@@ -178,11 +179,10 @@ def test_index_groups_round_trip_through_the_ir(kind):
     params = collective.params_from_jax(equation.params)
     module = ir.parse_module("module {}", ir.make_context())
     with ir.building(module):
-        op = dialect.create_collective(kind, [], [], ["i"], loc=ir.Location.unknown(),
-                                       ip=ir.InsertionPoint(module.body), **params)
+        b = unobserved(ir.InsertionPoint(module.body), ir.Location.unknown())
+        op = dialect.create_collective(b, kind, [], [], ["i"], **params)
         assert dialect.read_collective(op).params == params
-        op = dialect.create_collective(kind, [], [], ["i"], loc=ir.Location.unknown(),
-                                       ip=ir.InsertionPoint(module.body),
+        op = dialect.create_collective(b, kind, [], [], ["i"],
                                        **{**params, "axis_index_groups": None})
         assert dialect.read_collective(op).params["axis_index_groups"] is None
         assert "axis_index_groups" not in ir.as_dict(op.attributes["backend_config"])

@@ -23,7 +23,8 @@ import pmapc
 from pmapc import ir
 from pmapc.compiler import pipeline
 from pmapc.passes import TARGETS
-from pmapc.passes.op_index import Placements, op_index
+from pmapc.passes.op_index import IndexKeeper, op_index
+from pmapc.passes.rewriter import Rewriter
 
 
 def traced_ir(fun, *args) -> str:
@@ -129,21 +130,32 @@ def test_the_nesting_walk_serves_every_pass(monkeypatch):
     assert [ir.shape_of(t) for t in [*main_type.inputs, *main_type.results]] == [(1, 1, 8)] * 2
 
 
-def test_an_indexed_op_built_and_placed_nowhere_is_refused():
+def keeping(module: ir.Module) -> tuple[Rewriter, IndexKeeper]:
+    """A rewriter whose edits an IndexKeeper of the module's index follows."""
+    rewriter = Rewriter()
+    keeper = IndexKeeper(op_index(module), module)
+    rewriter.listeners.append(keeper)
+    return rewriter, keeper
+
+
+def test_an_indexed_op_built_where_no_anchor_says_sends_its_function_to_a_walk():
     text = """
     func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> {
-      return %a : tensor<4xf32>
+      %0 = stablehlo.negate %a : tensor<4xf32>
+      %1 = stablehlo.exponential %0 : tensor<4xf32>
+      return %1 : tensor<4xf32>
     }"""
     module = ir.parse_module(text, ir.make_context())
-    index = op_index(module)
+    rewriter, keeper = keeping(module)
     main = ir.functions(module)["main"]
     block = ir.function_entry_block(main)
-    with ir.building(module), ir.recording_edits() as edits:
+    middle = block.operations[1]  # neither indexed nor first nor last
+    with ir.building(module):
         f32 = ir.element_type_of(block.arguments[0].type)
-        ir.create_op("stablehlo.reshape", [block.arguments[0]], [ir.tensor_type([2, 2], f32)],
-                     loc=main.location, ip=ir.InsertionPoint.at_block_begin(block))
-    with pytest.raises(AssertionError, match=r"stablehlo\.reshape"):
-        index.edited(Placements(edits))
+        rewriter.before(middle).create("stablehlo.reshape", [block.arguments[0]],
+                                       [ir.tensor_type([2, 2], f32)])
+    assert keeper.stale == {"main"}
+    assert keeper.result() == op_index(module)
 
 
 def test_an_address_an_erased_op_frees_can_come_back_for_a_new_op():
@@ -155,25 +167,22 @@ def test_an_address_an_erased_op_frees_can_come_back_for_a_new_op():
       return %0 : tensor<2x2xf32>
     }"""
     module = ir.parse_module(text, ir.make_context())
-    index = op_index(module)
+    rewriter, keeper = keeping(module)
     main = ir.functions(module)["main"]
     block = ir.function_entry_block(main)
     keys = []
-    with ir.building(module), ir.recording_edits() as edits:
-        placements = Placements(edits)
+    with ir.building(module):
         for _ in range(50):  # replace the reshape by a new one, again and again
             (old,) = ir.walk(main, "stablehlo.reshape")  # a new Python object each time
-            with placements.at_end_of("main"):
-                f32 = ir.element_type_of(block.arguments[0].type)
-                new = ir.create_op("stablehlo.reshape", [block.arguments[0]],
-                                   [ir.tensor_type([2, 2], f32)], loc=main.location,
-                                   ip=ir.InsertionPoint(old))
-            old.results[0].replace_all_uses_with(new.result)
-            keys.append(ir.op_key(new.operation))
-            ir.erase(old)
+            f32 = ir.element_type_of(block.arguments[0].type)
+            new = rewriter.before(old).create("stablehlo.reshape", [block.arguments[0]],
+                                              [ir.tensor_type([2, 2], f32)])
+            keys.append(ir.op_key(new))
+            rewriter.replace(old, [new.result])
     assert len(set(keys)) < len(keys)  # addresses came back
-    assert index.edited(placements) == op_index(module)
-    assert len(index.edited(placements).ops("stablehlo.reshape")) == 1
+    assert not keeper.stale
+    assert keeper.result() == op_index(module)
+    assert len(keeper.result().ops("stablehlo.reshape")) == 1
 
 
 def test_jax_sees_the_same_program_through_the_reordered_pipeline():

@@ -14,6 +14,7 @@ from pmapc.errors import DiagnosticError, PassFailure
 from pmapc.passes.base import Analyses
 from pmapc.passes.flatten_maps import FlattenMapsPass
 from pmapc.passes.nesting import analyze
+from pmapc.passes.rewriter import Rewriter
 from pmapc.passes.simplify import SimplifyPass
 from pmapc.passes.verify_axes import VerifyAxesPass
 from pmapc.tools.main import main
@@ -26,8 +27,9 @@ class BreakResultTypePass:
     """Declare @main's results as i32 scalars: its return no longer matches (invalid IR)."""
 
     name: ClassVar[str] = "break-result-type"
+    keeps_analyses_current: ClassVar[bool] = False
 
-    def run(self, module: ir.Module) -> bool:
+    def run(self, module: ir.Module, analyses, rewriter) -> bool:
         main_function = ir.functions(module)["main"]
         signature = ir.function_type(main_function)
         scalar = ir.tensor_type([], ir.i32_type())
@@ -43,11 +45,11 @@ class AskForAnalysisPass:
     """Ask the shared analyses for `analysis`; say the IR changed if `changes`."""
 
     name: ClassVar[str] = "ask-for-analysis"
-    uses_analyses: ClassVar[bool] = True
+    keeps_analyses_current: ClassVar[bool] = False
     analysis: object
     changes: bool = False
 
-    def run(self, module: ir.Module, analyses) -> bool:
+    def run(self, module: ir.Module, analyses, rewriter) -> bool:
         analyses.get(self.analysis, module)
         return self.changes
 
@@ -114,11 +116,11 @@ def test_flatten_maps_on_the_nesting_verify_axes_kept_flattens_the_same():
     shared, alone = example_module(), example_module()
     analyses = Analyses()
     with ir.building(shared):
-        VerifyAxesPass().run(shared, analyses)
+        VerifyAxesPass().run(shared, analyses, Rewriter())
         assert analyses.get(analyze, shared).chains == analyze(alone).chains
-        FlattenMapsPass().run(shared, analyses)
+        FlattenMapsPass().run(shared, analyses, Rewriter())
     with ir.building(alone):
-        FlattenMapsPass().run(alone)
+        FlattenMapsPass().run(alone, Analyses(), Rewriter())
     assert ir.print_module(shared, debug_info=True) == ir.print_module(alone, debug_info=True)
 
 
@@ -127,13 +129,12 @@ class ReshapeWrongCountPass:
     """Ask the reshape builder for @main's argument with another element count."""
 
     name: ClassVar[str] = "reshape-wrong-count"
+    keeps_analyses_current: ClassVar[bool] = True
 
-    def run(self, module: ir.Module) -> bool:
+    def run(self, module: ir.Module, analyses, rewriter: Rewriter) -> bool:
         main_function = ir.functions(module)["main"]
         block = ir.function_entry_block(main_function)
-        argument = block.arguments[0]
-        hlo.reshape(argument, [3], loc=main_function.location,
-                    ip=ir.InsertionPoint.at_block_begin(block))
+        hlo.reshape(rewriter.at_start(block, main_function.location), block.arguments[0], [3])
         return True
 
 

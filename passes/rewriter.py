@@ -1,0 +1,116 @@
+"""The rewriter: every op a pass builds, copies or erases goes through it.
+
+A pass gets one `Rewriter` per run (`run(module, analyses, rewriter)`) and builds
+where a `Builder` says: `rewriter.before(op)` builds right before `op` at its
+location, `rewriter.at_start(block, loc)` at the top of a block, and so on. The
+analyses that stay current across a rewrite listen to the rewriter, as in MLIR
+(`RewriterBase::Listener`): the op index takes each op built and drops each op
+erased, so a pass says nothing about where the ops it built stand.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Protocol
+
+from pmapc import ir
+
+
+class Listener(Protocol):
+    """What an analysis that stays current hears of a rewrite, as it happens."""
+
+    def op_created(self, op: ir.Operation, ip: ir.InsertionPoint) -> None:
+        """`op` was built (or copied) at `ip`."""
+
+    def op_erased(self, op: ir.Operation) -> None:
+        """`op` is about to be erased."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Builder:
+    """Where ops are built: a rewriter, an insertion point and a location."""
+
+    rewriter: Rewriter
+    ip: ir.InsertionPoint
+    loc: ir.Location
+
+    def create(self, name: str, operands: Sequence[ir.Value],
+               result_types: Sequence[ir.Type],
+               attributes: dict[str, ir.Attribute] | None = None, *,
+               regions: int = 0) -> ir.Operation:
+        """An op of any dialect, by name."""
+        return self.rewriter.create(name, operands, result_types, attributes, ip=self.ip,
+                                    loc=self.loc, regions=regions)
+
+    def clone(self, op: ir.Operation) -> ir.Operation:
+        """A deep copy of `op` here (at `op`'s own locations)."""
+        return self.rewriter.clone(op, self.ip)
+
+    def at(self, loc: ir.Location) -> Builder:
+        """The same place, building at location `loc`."""
+        return dataclasses.replace(self, loc=loc)
+
+
+class Rewriter:
+    """Builds, copies and erases ops, and tells its listeners."""
+
+    def __init__(self) -> None:
+        self.listeners: list[Listener] = []
+
+    # -- where to build ------------------------------------------------------------
+
+    def before(self, op: ir.Operation, loc: ir.Location | None = None) -> Builder:
+        """Right before `op`, at `op`'s location unless `loc` is given."""
+        return Builder(self, ir.InsertionPoint(op), op.location if loc is None else loc)
+
+    def after(self, op: ir.Operation, loc: ir.Location | None = None) -> Builder:
+        """Right after `op`, at `op`'s location unless `loc` is given."""
+        return Builder(self, ir.InsertionPoint.after(op), op.location if loc is None else loc)
+
+    def at_start(self, block: ir.Block, loc: ir.Location) -> Builder:
+        return Builder(self, ir.InsertionPoint.at_block_begin(block), loc)
+
+    def at_end(self, block: ir.Block, loc: ir.Location) -> Builder:
+        """At the end of `block` (after its terminator: for a block being filled)."""
+        return Builder(self, ir.InsertionPoint(block), loc)
+
+    # -- edits ---------------------------------------------------------------------
+
+    def create(self, name: str, operands: Sequence[ir.Value],
+               result_types: Sequence[ir.Type],
+               attributes: dict[str, ir.Attribute] | None = None, *,
+               ip: ir.InsertionPoint, loc: ir.Location, regions: int = 0) -> ir.Operation:
+        op = ir.create_op(name, operands, result_types, attributes, loc=loc, ip=ip,
+                          regions=regions)
+        for listener in self.listeners:
+            listener.op_created(op, ip)
+        return op
+
+    def clone(self, op: ir.Operation, ip: ir.InsertionPoint) -> ir.Operation:
+        """A deep copy of `op` at `ip` (listeners hear of it as one op)."""
+        copy = ir.clone(op, ip)
+        for listener in self.listeners:
+            listener.op_created(copy, ip)
+        return copy
+
+    def erase(self, op: ir.Operation) -> None:
+        """Erase `op` (listeners hear of it as one op, its nested ops unlisted)."""
+        for listener in self.listeners:
+            listener.op_erased(op)
+        op.erase()
+
+    def replace(self, op: ir.Operation, values: Sequence[ir.Value]) -> None:
+        """Give `op`'s users `values` for its results, and erase it."""
+        for result, value in zip(op.results, values, strict=True):
+            result.replace_all_uses_with(value)
+        self.erase(op)
+
+
+# Builds ops that no analysis follows (the tracer's lowering rules, tests).
+UNOBSERVED = Rewriter()
+
+
+def unobserved(ip: ir.InsertionPoint, loc: ir.Location) -> Builder:
+    """A builder at `ip` that no listener hears."""
+    return Builder(UNOBSERVED, ip, loc)
