@@ -35,7 +35,14 @@ class Pass(Protocol):
 
 
 class Keeper(Listener, Protocol):
-    """Keeps an analysis's result current by listening to a rewriter."""
+    """Keeps an analysis's result current by listening to a rewriter. Made from the
+    result at hand (None: none is, for a keeper that can start from nothing)."""
+
+    # Whether it needs the result at hand to start from (else it is attached to
+    # every pass that keeps analyses current, and its result may be partial).
+    needs_result: ClassVar[bool]
+
+    def __init__(self, result, module: ir.Module) -> None: ...
 
     def result(self) -> object:
         """The analysis's result for the IR as the pass left it."""
@@ -48,9 +55,8 @@ class Analyses:
     its result is kept until a pass changes the IR (`after_pass` then drops it),
     unless that pass preserved it."""
 
-    def __init__(self, keepers: dict[Callable, Callable[[object, ir.Module], Keeper]]
-                 | None = None) -> None:
-        # analysis -> a factory of keepers that bring its result up to date
+    def __init__(self, keepers: dict[Callable, type[Keeper]] | None = None) -> None:
+        # analysis -> the keeper that brings its result up to date
         self._keepers = keepers or {}
         self._results: dict[Callable, object] = {}
         self._preserved: set[Callable] = set()
@@ -85,9 +91,11 @@ class Analyses:
 
 
     def keepers(self, module: ir.Module) -> dict[Callable, Keeper]:
-        """A keeper for every analysis at hand that can be kept current."""
-        return {analysis: make(self._results[analysis], module)
-                for analysis, make in self._keepers.items() if analysis in self._results}
+        """A keeper for every analysis at hand that can be kept current, and for every
+        one whose keeper can start from nothing."""
+        return {analysis: keeper(self._results.get(analysis), module)
+                for analysis, keeper in self._keepers.items()
+                if analysis in self._results or not keeper.needs_result}
 
 
 def run_pass(pass_: Pass, module: ir.Module, analyses: Analyses) -> bool:

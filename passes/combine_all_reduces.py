@@ -16,7 +16,7 @@ from typing import ClassVar
 
 from pmapc import collectives, hlo, ir
 from pmapc.passes.base import Analyses
-from pmapc.passes.op_index import index_of
+from pmapc.passes.op_index import Entry, index_of, op_index
 from pmapc.passes.rewriter import Rewriter
 
 
@@ -29,8 +29,9 @@ class CombineAllReducesPass:
 
     def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
         changed = False
-        all_reduces = index_of(module, analyses).ops("stablehlo.all_reduce")
-        for candidates in candidates_by_block(all_reduces):
+        all_reduces = index_of(module, analyses).entries("stablehlo.all_reduce")
+        known = analyses.get(reduction_keys, module)
+        for candidates in candidates_by_block(all_reduces, known):
             # One group at a time: combining erases ops that another group may hold as
             # its last operand or first use (a pair of sums over the results of a pair),
             # so the block's groups are found again after each combine. Other blocks
@@ -43,16 +44,83 @@ class CombineAllReducesPass:
         return changed
 
 
-def candidates_by_block(all_reduces: list[ir.Operation]
+def candidates_by_block(all_reduces: list[Entry], known: dict[int, tuple | None]
                         ) -> list[list[tuple[ir.Operation, tuple]]]:
     """(all_reduce, reduction_key) of each block holding two or more that could combine,
-    in program order (`all_reduces` is every all_reduce, in program order)."""
+    in program order (`all_reduces` is every all_reduce's op-index entry, in program
+    order; `known`, the keys known of some of them, by `ir.op_key`)."""
     by_block: dict[ir.Block, list[tuple[ir.Operation, tuple]]] = {}
-    for op in all_reduces:
-        key = reduction_key(op)
+    for _, op, identity in all_reduces:
+        key = known[identity] if identity in known else reduction_key(op)
         if key is not None:
             by_block.setdefault(op.block, []).append((op, key))
     return [candidates for candidates in by_block.values() if len(candidates) > 1]
+
+
+def reduction_keys(module: ir.Module) -> dict[int, tuple | None]:
+    """The analysis, a cache: the reduction keys known of the module's all_reduces,
+    by `ir.op_key`, as `ReductionKeys` learned them during the passes before (computed
+    afresh, none are known; combine-all-reduces reads the others itself)."""
+    return {}
+
+
+def reduction_keys_hold(known: dict[int, tuple | None], module: ir.Module) -> bool:
+    """Whether every key known is the key of a live all_reduce of the module (for
+    tests: the cache may know fewer than all)."""
+    live = {ir.op_key(op): op for op in op_index(module).ops("stablehlo.all_reduce")}
+    return all(identity in live and reduction_key(live[identity]) == key
+               for identity, key in known.items())
+
+
+class ReductionKeys:
+    """Learns reduction keys as passes rewrite (a keeper, passes/base.py): a copy of
+    an all_reduce has the key of the all_reduce it copies (lower-collectives copies
+    one all_reduce per key), an all_reduce built otherwise has its key read once
+    the pass is done; an erased one's is forgotten."""
+
+    needs_result: ClassVar[bool] = False
+
+    def __init__(self, known: dict[int, tuple | None] | None, module: ir.Module) -> None:
+        self.known = dict(known or {})
+        self.unread: dict[int, ir.Operation] = {}  # all_reduces built: read at the end
+        self.copies: dict[int, list[int]] = {}  # an unread all_reduce -> its copies
+        self.origin: dict[int, int] = {}  # a copy of an unread all_reduce -> that one
+
+    def op_created(self, op: ir.Operation, key: int, ip: ir.InsertionPoint,
+                   source: ir.Operation | None) -> None:
+        if op.name != "stablehlo.all_reduce":
+            return
+        origin = ir.op_key(source) if source is not None else None
+        if origin in self.known:
+            self.known[key] = self.known[origin]
+        elif origin in self.unread:
+            self.copies[origin].append(key)
+            self.origin[key] = origin
+        else:
+            self.unread[key] = op
+            self.copies[key] = []
+
+    def op_erased(self, op: ir.Operation, key: int) -> None:
+        if key in self.unread:  # read it while it lives, for its copies
+            self._read(key)
+        if key in self.origin:
+            self.copies[self.origin.pop(key)].remove(key)
+        self.known.pop(key, None)
+
+    def op_modified(self, op: ir.Operation, key: int) -> None:
+        """An attribute changed (its groups, say): the key is no longer known."""
+        self.op_erased(op, key)
+
+    def result(self) -> dict[int, tuple | None]:
+        for identity in list(self.unread):
+            self._read(identity)
+        return self.known
+
+    def _read(self, identity: int) -> None:
+        key = reduction_key(self.unread.pop(identity))
+        for copy in [identity, *self.copies.pop(identity)]:
+            self.origin.pop(copy, None)
+            self.known[copy] = key
 
 
 def reduction_key(op: ir.Operation) -> tuple | None:

@@ -70,12 +70,16 @@ class _BuiltOps:
     def __init__(self) -> None:
         self.span: list[Entry] | None = None
 
-    def op_created(self, op: ir.Operation, ip: ir.InsertionPoint) -> None:
+    def op_created(self, op: ir.Operation, key: int, ip: ir.InsertionPoint,
+                   source: ir.Operation | None) -> None:
         if self.span is not None and op.name in INDEXED:
-            self.span.append((op.name, op, ir.op_key(op)))
+            self.span.append((op.name, op, key))
 
-    def op_erased(self, op: ir.Operation) -> None:
+    def op_erased(self, op: ir.Operation, key: int) -> None:
         pass  # flatten-maps erases none of the ops it builds
+
+    def op_modified(self, op: ir.Operation, key: int) -> None:
+        pass
 
     @contextlib.contextmanager
     def collecting(self) -> Iterator[list[Entry]]:

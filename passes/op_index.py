@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from collections.abc import Collection
+from typing import ClassVar
 
 from pmapc import dialect, ir
 
@@ -71,7 +72,7 @@ def index_of(module: ir.Module, analyses) -> OpIndex:
     return analyses.get(op_index, module)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class _Built:
     """An op a pass built, numbered in the order built (`step`)."""
 
@@ -94,6 +95,8 @@ class IndexKeeper:
     again; only such functions are walked.
     """
 
+    needs_result: ClassVar[bool] = True
+
     def __init__(self, index: OpIndex, module: ir.Module) -> None:
         self.index = index
         self.module = module
@@ -103,21 +106,24 @@ class IndexKeeper:
         self.stale: set[str] = set()  # functions to walk again
         self.steps = itertools.count(1)
 
-    def op_created(self, op: ir.Operation, ip: ir.InsertionPoint) -> None:
+    def op_created(self, op: ir.Operation, key: int, ip: ir.InsertionPoint,
+                   source: ir.Operation | None) -> None:
         name = op.name
         indexed = name in INDEXED
         anchor = self._anchor(ip, indexed)
-        built = _Built(name, op, ir.op_key(op), next(self.steps), anchor is not None)
+        built = _Built(name, op, key, next(self.steps), anchor is not None)
         if anchor is not None:
             self.before.setdefault(anchor, []).append(built)
-        self.built[built.key] = built
+        self.built[key] = built
 
-    def op_erased(self, op: ir.Operation) -> None:
-        key = ir.op_key(op)
+    def op_erased(self, op: ir.Operation, key: int) -> None:
         built = self.built.pop(key, None)
         if built is not None:
             built.erased = True  # its address may come back for another op
         self.alive.discard(key)
+
+    def op_modified(self, op: ir.Operation, key: int) -> None:
+        pass  # the index holds no attributes
 
     def result(self) -> OpIndex:
         """The index as the pass leaves the module."""

@@ -10,26 +10,30 @@ erased, so a pass says nothing about where the ops it built stand.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from pmapc import ir
 
 
 class Listener(Protocol):
-    """What an analysis that stays current hears of a rewrite, as it happens."""
+    """What an analysis that stays current hears of a rewrite, as it happens. Each
+    event names the op and its identity (`ir.op_key`, read once for every listener)."""
 
-    def op_created(self, op: ir.Operation, ip: ir.InsertionPoint) -> None:
-        """`op` was built (or copied) at `ip`."""
+    def op_created(self, op: ir.Operation, key: int, ip: ir.InsertionPoint,
+                   source: ir.Operation | None) -> None:
+        """`op` was built at `ip` (as a copy of `source`, if not None)."""
 
-    def op_erased(self, op: ir.Operation) -> None:
+    def op_erased(self, op: ir.Operation, key: int) -> None:
         """`op` is about to be erased."""
 
+    def op_modified(self, op: ir.Operation, key: int) -> None:
+        """An attribute of `op` changed."""
 
-@dataclasses.dataclass(frozen=True)
-class Builder:
-    """Where ops are built: a rewriter, an insertion point and a location."""
+
+class Builder(NamedTuple):
+    """Where ops are built: a rewriter, an insertion point and a location. (A tuple:
+    passes make one for every op they rewrite, and a tuple is made fastest.)"""
 
     rewriter: Rewriter
     ip: ir.InsertionPoint
@@ -49,7 +53,7 @@ class Builder:
 
     def at(self, loc: ir.Location) -> Builder:
         """The same place, building at location `loc`."""
-        return dataclasses.replace(self, loc=loc)
+        return self._replace(loc=loc)
 
 
 class Rewriter:
@@ -83,22 +87,56 @@ class Rewriter:
                ip: ir.InsertionPoint, loc: ir.Location, regions: int = 0) -> ir.Operation:
         op = ir.create_op(name, operands, result_types, attributes, loc=loc, ip=ip,
                           regions=regions)
-        for listener in self.listeners:
-            listener.op_created(op, ip)
+        if self.listeners:
+            key = ir.op_key(op)
+            for listener in self.listeners:
+                listener.op_created(op, key, ip, None)
         return op
 
     def clone(self, op: ir.Operation, ip: ir.InsertionPoint) -> ir.Operation:
         """A deep copy of `op` at `ip` (listeners hear of it as one op)."""
         copy = ir.clone(op, ip)
-        for listener in self.listeners:
-            listener.op_created(copy, ip)
+        if self.listeners:
+            key = ir.op_key(copy)
+            for listener in self.listeners:
+                listener.op_created(copy, key, ip, op)
         return copy
 
     def erase(self, op: ir.Operation) -> None:
         """Erase `op` (listeners hear of it as one op, its nested ops unlisted)."""
-        for listener in self.listeners:
-            listener.op_erased(op)
+        if self.listeners:
+            key = ir.op_key(op)
+            for listener in self.listeners:
+                listener.op_erased(op, key)
         op.erase()
+
+    def set_attributes(self, op: ir.Operation, values: dict[str, ir.Attribute]) -> bool:
+        """Set attributes of `op`; whether that changed any."""
+        attributes = op.attributes
+        changed = False
+        for name, value in values.items():
+            if name not in attributes or attributes[name] != value:
+                attributes[name] = value
+                changed = True
+        if changed:
+            self._modified(op)
+        return changed
+
+    def drop_attributes(self, op: ir.Operation, names: Sequence[str]) -> bool:
+        """Drop attributes of `op`; whether it had any."""
+        attributes = op.attributes
+        present = [name for name in names if name in attributes]
+        for name in present:
+            del attributes[name]
+        if present:
+            self._modified(op)
+        return bool(present)
+
+    def _modified(self, op: ir.Operation) -> None:
+        if self.listeners:
+            key = ir.op_key(op)
+            for listener in self.listeners:
+                listener.op_modified(op, key)
 
     def replace(self, op: ir.Operation, values: Sequence[ir.Value]) -> None:
         """Give `op`'s users `values` for its results, and erase it."""

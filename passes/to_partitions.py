@@ -78,10 +78,12 @@ class ToPartitionsPass:
                 singles.append(op)
         global_ids = ir.unit_attr()
         for handle, op in enumerate(singles, start=self.first_channel):
-            changed |= set_attribute(op, CHANNEL_HANDLE, ir.channel_handle_attr(handle))
+            values = {CHANNEL_HANDLE: ir.channel_handle_attr(handle)}
             if op.name in WITH_GLOBAL_DEVICE_IDS:
-                changed |= set_attribute(op, GLOBAL_DEVICE_IDS, global_ids)
-        changed |= set_device_counts(module, replicas=1, partitions=device_count(module))
+                values[GLOBAL_DEVICE_IDS] = global_ids
+            changed |= rewriter.set_attributes(op, values)
+        changed |= set_device_counts(module, rewriter, replicas=1,
+                                     partitions=device_count(module))
         return changed
 
 
@@ -161,22 +163,6 @@ def replace_device_ids(ops: list[ir.Operation], name: str, rewriter: Rewriter) -
     return changed
 
 
-def set_attribute(op: ir.Operation, key: str, value: ir.Attribute) -> bool:
-    attributes = op.attributes
-    if key in attributes and attributes[key] == value:
-        return False
-    attributes[key] = value
-    return True
-
-
-def drop_attribute(op: ir.Operation, key: str) -> bool:
-    attributes = op.attributes
-    if key not in attributes:
-        return False
-    del attributes[key]
-    return True
-
-
 def device_count(module: ir.Module) -> int:
     """The mesh size; without a mesh, the devices the module already declares (else 1)."""
     mesh = dialect.read_mesh(module)
@@ -190,6 +176,7 @@ def device_count(module: ir.Module) -> int:
     return count
 
 
-def set_device_counts(module: ir.Module, *, replicas: int, partitions: int) -> bool:
-    changed = set_attribute(module.operation, NUM_REPLICAS, ir.i32_attr(replicas))
-    return set_attribute(module.operation, NUM_PARTITIONS, ir.i32_attr(partitions)) or changed
+def set_device_counts(module: ir.Module, rewriter: Rewriter, *, replicas: int,
+                      partitions: int) -> bool:
+    return rewriter.set_attributes(module.operation, {NUM_REPLICAS: ir.i32_attr(replicas),
+                                                      NUM_PARTITIONS: ir.i32_attr(partitions)})

@@ -26,7 +26,6 @@ from pmapc.passes.to_partitions import (
     GLOBAL_DEVICE_IDS,
     device_count,
     device_ops,
-    drop_attribute,
     replace_device_ids,
     set_device_counts,
 )
@@ -43,7 +42,7 @@ class ToReplicasPass:
         device_ids, collectives = device_ops(index_of(module, analyses), self.name)
         changed = replace_device_ids(device_ids, "stablehlo.replica_id", rewriter)
         for op in collectives:
-            changed |= drop_attribute(op, CHANNEL_HANDLE)
-            changed |= drop_attribute(op, GLOBAL_DEVICE_IDS)
-        changed |= set_device_counts(module, replicas=device_count(module), partitions=1)
+            changed |= rewriter.drop_attributes(op, (CHANNEL_HANDLE, GLOBAL_DEVICE_IDS))
+        changed |= set_device_counts(module, rewriter, replicas=device_count(module),
+                                     partitions=1)
         return changed
