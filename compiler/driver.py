@@ -13,12 +13,14 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Sequence
 
 from pmapc import dialect, ir
 from pmapc.compiler import runtime
 from pmapc.compiler.pipeline import Timer, default_pipeline, run_passes
-from pmapc.errors import Diagnostic, DiagnosticError
+from pmapc.errors import Diagnostic, DiagnosticError, typed_error
+from pmapc.lowering import trace
 from pmapc.mesh import Mesh
 from pmapc.passes import DEFAULT_TARGET, Pass
 
@@ -60,6 +62,27 @@ class Compilation:
     def traced_with_locations(self) -> str:
         """The traced pmapc IR with its locations (the user's files and lines)."""
         return self.snapshots["pmapc"].get_asm(enable_debug_info=True)
+
+
+def compile_traced(traced, name: str, *, target: str = DEFAULT_TARGET,
+                   record_stages: bool = False,
+                   argument_names: Sequence[str] | None = None) -> Compilation:
+    """A `jax.jit(...).trace(...)` result through pmapc, for `jax.jit` (compiler/embed.py),
+    the AOT stages (`pmapc.lower`) and `pmapc trace`: its pmapc IR (JAX's lowering with
+    pmapc's rules, `argument_names` naming @main's arguments if given), then the
+    passes for `target`; a diagnostic becomes the typed error of its category (an
+    AxisError, a ShapeError). `timings["lower"]` is the time of JAX's lowering."""
+    start = time.perf_counter()
+    module = trace.pmapc_ir(traced, name)
+    if argument_names is not None:
+        ir.set_argument_names(ir.functions(module)["main"], argument_names)
+    lowered = time.perf_counter() - start
+    try:
+        compilation = run_pipeline(module, target=target, record_stages=record_stages)
+    except DiagnosticError as error:
+        raise typed_error(error) from None
+    compilation.timings = {"lower": lowered, **compilation.timings}
+    return compilation
 
 
 def run_pipeline(source: str | ir.Module, passes: Sequence[Pass] | None = None,

@@ -20,14 +20,15 @@ import dataclasses
 import functools
 import itertools
 import math
+from collections.abc import Callable
 
 import jax
 from jax.sharding import PartitionSpec
 
 from pmapc import ir
 from pmapc.compiler import driver, runtime
-from pmapc.errors import DiagnosticError, PmapcError, typed_error
-from pmapc.lowering import jax_api, placement, primitives, trace
+from pmapc.errors import PmapcError
+from pmapc.lowering import jax_api, placement, primitives
 from pmapc.lowering.locations import at_user_call_site
 
 spmd_call_p = jax_api.Primitive("pmapc_spmd_call")
@@ -64,11 +65,7 @@ def compile_map(avals_in, avals_out, mesh, params) -> SpmdProgram:
         return primitives.map_p.bind(*operands, mesh=mesh, **params)
 
     traced = jax.jit(one_map).trace(*[jax_api.shape_dtype(aval) for aval in avals_in])
-    module = trace.pmapc_ir(traced, params["name"])
-    try:
-        compilation = driver.run_pipeline(module, target="partitions")
-    except DiagnosticError as error:
-        raise typed_error(error) from None
+    compilation = driver.compile_traced(traced, params["name"], target="partitions")
     if compilation.mesh != placement.pmapc_mesh(mesh):
         raise PmapcError(f"pmapc bug: the passes found the mesh {compilation.mesh}, the "
                          f"tracer {placement.pmapc_mesh(mesh)}; please report it")
@@ -111,12 +108,41 @@ def _spmd_call_abstract_eval(*avals, program):
 def _spmd_call_lowering(ctx, *blocks, program):
     module_context = ctx.module_context
     prefix = f"pmapc{next(_programs)}_"
-    names = ir.embed_functions(program.text, module_context.module,
-                               module_context.symbol_table, prefix,
-                               module_context.new_channel)
+    names = embed_functions(program.text, module_context.module,
+                            module_context.symbol_table, prefix, module_context.new_channel)
     result_types = [jax_api.ir_type_of(ctx, aval) for aval in ctx.avals_out]
-    return ir.call_function(names["main"], list(blocks), result_types,
-                            loc=ir.Location.current, ip=ir.InsertionPoint.current)
+    call = ir.create_op("func.call", list(blocks), result_types,
+                        {"callee": ir.symbol_ref_attr(names["main"])},
+                        loc=ir.Location.current, ip=ir.InsertionPoint.current)
+    return list(call.results)
+
+
+def embed_functions(text: str, target: ir.Module, symbol_table, prefix: str,
+                    new_channel: Callable[[], int]) -> dict[str, str]:
+    """Parse module `text` into `target`'s context (JAX's, lowering a jit) and move its
+    functions into `target`.
+
+    Every function is renamed `prefix + name` and made private; collectives get
+    fresh channel handles from `new_channel()` (they must be unique in `target`).
+    Returns the old name -> new name of every function.
+    """
+    source = ir.parse_into(text, target.context)
+    renamed = {}
+    for name in ir.functions(source):
+        renamed[name] = prefix + name
+        ir.rename_symbol(source, name, renamed[name])
+    for function in ir.functions(source).values():
+        name = ir.symbol_name(function)
+        function.attributes["sym_name"] = ir.string_attr(renamed[name])
+        function.attributes["sym_visibility"] = ir.string_attr("private")
+        ir.keep_arg_attrs(function, "arg", ())
+        ir.keep_arg_attrs(function, "res", ())
+        for op in ir.walk(function):
+            if "channel_handle" in op.attributes:
+                op.attributes["channel_handle"] = ir.channel_handle_attr(new_channel())
+        target.body.append(function)
+        symbol_table.insert(function)
+    return renamed
 
 
 spmd_call_p.def_abstract_eval(_spmd_call_abstract_eval)

@@ -12,13 +12,12 @@ partition per mesh device, replica form (to-replicas, or no counts at all)
 with one replica per device; both run the same way from there.
 
 XLA's in-process CPU collectives deadlock when dozens of collective programs
-are queued without waiting, so the runtime keeps at most `MAX_IN_FLIGHT`
-executions outstanding and waits for the oldest before queuing more.
+are queued without waiting; `InFlight` bounds the runs in flight, here and for
+the calls of `pmapc.pmap` functions.
 """
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import math
 import threading
@@ -32,11 +31,44 @@ from jax.sharding import NamedSharding, PartitionSpec
 from pmapc import dialect, ir
 from pmapc.compiler import processes, xla
 from pmapc.errors import DeviceError, ShapeError
-from pmapc.lowering import jax_messages
+from pmapc.lowering import jax_api, jax_messages
 from pmapc.mesh import Mesh
 from pmapc.passes.to_partitions import NUM_PARTITIONS, NUM_REPLICAS
 
 MAX_IN_FLIGHT = 4
+
+
+class InFlight:
+    """Bounds the runs queued on the devices (the one place that does).
+
+    XLA:CPU's in-process collectives deadlock when dozens of collective programs
+    wait in its queue: every MAX_IN_FLIGHT-th run dispatched waits for its own
+    results (a device runs its programs in order, so the earlier ones are done
+    too). Nothing more happens after a dispatch: it would compete with the
+    devices for the host's cores (on 2 cores a microsecond of Python there
+    costs ten).
+    """
+
+    __slots__ = ("runs",)
+
+    def __init__(self) -> None:
+        self.runs = 0
+
+    def dispatched(self, outputs) -> None:
+        self.runs += 1
+        if self.runs % MAX_IN_FLIGHT == 0:
+            wait_until_ready(outputs)
+
+
+def wait_until_ready(outputs) -> None:
+    """Wait for a run's outputs; nothing under a transformation (tracers).
+
+    A single array waits through its own method: a fraction of the Python of
+    `jax.block_until_ready` and of the check for a transformation."""
+    if jax_api.is_concrete_array(outputs):
+        outputs.block_until_ready()
+    elif jax_api.tracing_is_idle():
+        jax.block_until_ready(outputs)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -250,7 +282,7 @@ class Executable:
             self.form)
         self.process_indices = sorted({d.process_index for d in self.devices})
         self.spans_processes = len(self.process_indices) > 1
-        self._in_flight: collections.deque = collections.deque()
+        self._in_flight = InFlight()
         self._lock = threading.Lock()
 
     def __call__(self, *arguments) -> list[jax.Array]:
@@ -277,7 +309,7 @@ class Executable:
         placed = xla.place(arguments, self.in_shardings)
         with self._lock:
             outputs = xla.execute(self.loaded, placed, self.handlers)
-            self._bound_in_flight(outputs)
+        self._in_flight.dispatched(outputs)
         return outputs
 
     def check_argument(self, index: int, value, local_shape=None) -> None:
@@ -292,15 +324,3 @@ class Executable:
             raise ShapeError(f"argument #{index} must be {expected.dtype}{list(want)}{whose}, "
                              f"got {np.dtype(dtype) if dtype else type(value).__name__}"
                              f"{list(shape)}")
-
-    def _bound_in_flight(self, outputs: list[jax.Array]) -> None:
-        """Wait for the oldest run once MAX_IN_FLIGHT are queued (see module doc).
-
-        A run's outputs are ready together, so waiting for its first one is
-        waiting for the run.
-        """
-        if not outputs:
-            return
-        self._in_flight.append(outputs[0])
-        if len(self._in_flight) > MAX_IN_FLIGHT:
-            self._in_flight.popleft().block_until_ready()

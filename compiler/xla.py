@@ -9,7 +9,7 @@ form its target pass gave it (docs/ir.md):
   refuses `num_partitions > 1` without SPMD partitioning, and the partitioner
   refuses a bare `partition_id`; so, as `jax.shard_map` does, the per-device
   `@main` runs inside an `sdy.manual_computation` over every mesh axis
-  (ir.all_manual_module), which the partitioner leaves as it is; partition p
+  (compiler/manual.py), which the partitioner leaves as it is; partition p
   on devices[p].
 
 Every private JAX import pmapc needs for this lives here.
@@ -31,7 +31,8 @@ from jax._src.lib import _jax
 from jax._src.lib import hlo as _hlo
 from jax._src.lib import xla_client as _xla_client
 
-from pmapc import dialect, ir
+from pmapc import ir
+from pmapc.compiler import manual
 
 
 def backend(platform: str | None = None):
@@ -60,7 +61,7 @@ def compile_partitioned(module: ir.Module, devices: Sequence[jax.Device],
                                compiler_options=compiler_options)
     options.executable_build_options.use_spmd_partitioning = True
     options.executable_build_options.use_shardy_partitioner = True
-    return _load(all_manual(module), devices, options)
+    return _load(manual.all_manual(module), devices, options)
 
 
 def _compile_options(devices, *, replicas: int, partitions: int, compiler_options):
@@ -84,7 +85,7 @@ def _load(module: ir.Module, devices, options):
 
 def module_for_xla(module: ir.Module, form: str) -> ir.Module:
     """What XLA compiles for a module in `form` ("partitions" or "replicas")."""
-    return all_manual(module) if form == "partitions" else module
+    return manual.all_manual(module) if form == "partitions" else module
 
 
 def hlo_of(module: ir.Module):
@@ -105,21 +106,6 @@ def estimated_cost(computation, platform: str) -> dict[str, float]:
             f"XLA estimates no cost before compiling on platform '{platform}'; use "
             "compile().cost_analysis()")
     return dict(_jax.hlo_module_cost_analysis(client, computation.as_hlo_module()))
-
-
-def all_manual(module: ir.Module) -> ir.Module:
-    """`module` with its `@main` wrapped in a manual computation over the whole mesh."""
-    mesh = dialect.mesh_of(module)
-    main = ir.functions(module)["main"]
-    function_type = ir.function_type(main)
-    splits = {
-        kind: [dialect.read_split(ir.get_arg_attr(main, kind, index, dialect.SPLIT_ATTR),
-                                  len(ir.shape_of(type_)))
-               for index, type_ in enumerate(types)]
-        for kind, types in (("arg", function_type.inputs), ("res", function_type.results))
-    }
-    mesh_axes = list(zip(mesh.axis_names, mesh.axis_sizes))
-    return ir.all_manual_module(module, mesh_axes, splits["arg"], splits["res"])
 
 
 def place(values: Sequence, shardings: Sequence[jax.sharding.Sharding]) -> list[jax.Array]:

@@ -121,7 +121,7 @@ def _collective_rule(collective: Collective):
             return operands
         result_types = [jax_api.ir_type_of(ctx, aval) for aval in ctx.avals_out]
         op = dialect.create_collective(b, collective.kind, operands, result_types, named,
-                                       **collective.params_from_jax(params))
+                                       collective.params_from_jax(params))
         return op.results
 
     return rule

@@ -290,7 +290,7 @@ class _Flattener:
         shape = list(ir.shape_of(operand.type))
         index_type = ir.tensor_type([], ir.i32_type())
         index = dialect.create_collective(b, collectives.AXIS_INDEX.kind, [], [index_type],
-                                          list(axes))
+                                          list(axes), collectives.NoParams())
         zero = hlo.i32_scalar(b, 0) if len(shape) > 1 else None
         starts = [zero] * len(shape)
         starts[in_axis] = index.result
@@ -310,7 +310,7 @@ class _Flattener:
             return
         gathered = dialect.create_collective(
             b, collectives.ALL_GATHER.kind, [value], [result.type], list(axes),
-            all_gather_dimension=out_axis, tiled=False)
+            collectives.AllGatherParams(all_gather_dimension=out_axis, tiled=False))
         result.replace_all_uses_with(gathered.result)
 
     # -- the entry -----------------------------------------------------------

@@ -106,7 +106,7 @@ class Lowering:
     def check_index_groups(self, view: CollectiveView) -> None:
         """Index groups that do not split the group over the axes (verify-axes' check,
         for modules that come here without it)."""
-        if view.params.get(collectives.INDEX_GROUPS.name) is None:
+        if view.params.index_groups is None:
             return
         try:
             view.collective.check_index_groups(view.params, view.axes,
@@ -119,7 +119,7 @@ class Lowering:
         return view.collective.acting_size(view.params, self.mesh.group_size(view.axes))
 
     def groups(self, view: CollectiveView) -> ir.Attribute:
-        index_groups = view.params.get(collectives.INDEX_GROUPS.name)
+        index_groups = view.params.index_groups
         key = (view.axes, index_groups)
         if key not in self.group_attrs:
             groups = replica_groups_for(self.mesh, view.axes, index_groups)
@@ -208,8 +208,10 @@ def lower_reduction(lowering: Lowering, view: CollectiveView, b: Builder) -> lis
 
 
 def lower_all_gather(lowering: Lowering, view: CollectiveView, b: Builder) -> list[ir.Value]:
-    operand, dim = view.op.operands[0], view.params["all_gather_dimension"]
-    if not view.params["tiled"]:
+    params = view.params
+    assert isinstance(params, collectives.AllGatherParams)
+    operand, dim = view.op.operands[0], params.all_gather_dimension
+    if not params.tiled:
         operand = hlo.insert_unit_dim(b, operand, dim)
     attributes = {"all_gather_dim": ir.i64_attr(dim), "replica_groups": lowering.groups(view)}
     op = b.create("stablehlo.all_gather", [operand], [view.op.results[0].type], attributes)
@@ -218,7 +220,9 @@ def lower_all_gather(lowering: Lowering, view: CollectiveView, b: Builder) -> li
 
 def lower_psum_scatter(lowering: Lowering, view: CollectiveView, b: Builder
                        ) -> list[ir.Value]:
-    operand, dim = view.op.operands[0], view.params["scatter_dimension"]
+    params = view.params
+    assert isinstance(params, collectives.PsumScatterParams)
+    operand, dim = view.op.operands[0], params.scatter_dimension
     result_type = view.op.results[0].type
     scattered_shape = list(ir.shape_of(operand.type))
     scattered_shape[dim] //= lowering.acting_size(view)
@@ -231,10 +235,10 @@ def lower_psum_scatter(lowering: Lowering, view: CollectiveView, b: Builder
 
 
 def lower_all_to_all(lowering: Lowering, view: CollectiveView, b: Builder) -> list[ir.Value]:
-    operand = view.op.operands[0]
-    split, concat = view.params["split_axis"], view.params["concat_axis"]
-    tiled = view.params["tiled"]
-    if not tiled and split != concat:
+    params = view.params
+    assert isinstance(params, collectives.AllToAllParams)
+    operand, split, concat = view.op.operands[0], params.split_axis, params.concat_axis
+    if not params.tiled and split != concat:
         # concat_axis counts positions after split_axis is removed (JAX's rule).
         if split < concat:
             concat += 1
@@ -257,8 +261,10 @@ def lower_all_to_all(lowering: Lowering, view: CollectiveView, b: Builder) -> li
 
 
 def lower_ppermute(lowering: Lowering, view: CollectiveView, b: Builder) -> list[ir.Value]:
+    params = view.params
+    assert isinstance(params, collectives.PpermuteParams)
     operand = view.op.operands[0]
-    pairs = permutation_pairs(lowering.mesh, view.axes, view.params["perm"])
+    pairs = permutation_pairs(lowering.mesh, view.axes, params.perm)
     if not pairs:
         return [hlo.zeros(b, operand.type)]
     attributes = {"source_target_pairs": ir.dense_i64_attr(pairs)}

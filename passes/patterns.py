@@ -97,10 +97,11 @@ def untiled_gather(value: ir.Value) -> tuple[ir.Operation, str, int] | None:
     if op is None or dialect.collective_of(op) is not collectives.ALL_GATHER:
         return None
     view = dialect.read_collective(op)
-    if view.params["tiled"] or len(view.axes) != 1 or (
-            view.params[collectives.INDEX_GROUPS.name] is not None):
+    params = view.params
+    if not isinstance(params, collectives.AllGatherParams) or params.tiled or len(
+            view.axes) != 1 or params.index_groups is not None:
         return None
-    return op, view.axes[0], view.params["all_gather_dimension"]
+    return op, view.axes[0], params.all_gather_dimension
 
 
 def erase_if_unused(op: ir.Operation | None, rewriter: Rewriter) -> None:

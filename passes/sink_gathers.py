@@ -143,7 +143,7 @@ def push_below_reduction(op: ir.Operation, rewriter: Rewriter) -> ir.Operation |
     gather, axis, dim = match
     block = gather.operands[0]
     reduced = dialect.create_collective(rewriter.before(op), view.kind, [block], [block.type],
-                                        view.axes, **view.params)
+                                        view.axes, view.params)
     return regather(op, gather, reduced.results[0], axis, dim, rewriter)
 
 
@@ -152,7 +152,8 @@ def regather(op: ir.Operation, gather: ir.Operation, local: ir.Value, axis: str,
     """Replace `op` (which used `gather`) by a gather of `local`, computed on one block."""
     stacked = dialect.create_collective(
         rewriter.before(op, gather.location), collectives.ALL_GATHER.kind, [local],
-        [op.results[0].type], [axis], all_gather_dimension=dim, tiled=False)
+        [op.results[0].type], [axis],
+        collectives.AllGatherParams(all_gather_dimension=dim, tiled=False))
     rewriter.replace(op, [stacked.result])
     rewriter.erase(gather)
     return stacked

@@ -22,14 +22,11 @@ import pmapc.compiler
 import pmapc.lowering
 import pmapc.passes
 from pmapc import ir
-from pmapc.compiler import driver, processes, xla
-from pmapc.compiler.runtime import MAX_IN_FLIGHT
+from pmapc.compiler import driver, processes, runtime, xla
 from pmapc.errors import (
     ArgumentError,
     DeviceError,
-    DiagnosticError,
     PmapcError,
-    typed_error,
 )
 from pmapc.lowering import jax_api, jax_messages, map_rules, placement, primitives, trace
 from pmapc.lowering.locations import at_user_call_site, from_traceback
@@ -107,12 +104,7 @@ class MappedFunction:
                                inline=jax_api.INLINE_WHILE_TRACING,
                                static_argnums=self.spec.static_argnums,
                                donate_argnums=self.donate_argnums)
-        # XLA:CPU's in-process collectives deadlock when dozens of collective
-        # programs wait in its queue: every MAX_IN_FLIGHT-th eager call waits for
-        # its result (a device runs its programs in order, so the earlier ones are
-        # done too). Anything more after a dispatch would compete with the devices
-        # for the host's cores: on 2 cores a microsecond of Python there costs ten.
-        self._calls = 0
+        self._in_flight = runtime.InFlight()  # bounds the eager calls' runs queued
         # Whether a call goes straight to the jitted map: no donation to check and
         # one process. Known after the first call (the process count is fixed once
         # JAX has run anything: jax.distributed.initialize must come first).
@@ -122,7 +114,6 @@ class MappedFunction:
         if trace.enclosing_axes():
             return self._call_nested(args, kwargs)
         run = self._jitted if self._direct else self._checked_run(args)
-        self._calls += 1
         try:
             outputs = run(*args, **kwargs)
         except (TypeError, ValueError) as error:
@@ -131,8 +122,7 @@ class MappedFunction:
                 self._explain(error, args, kwargs)
                 raise
             outputs = run(*moved[0], **moved[1])
-        if self._calls % MAX_IN_FLIGHT == 0:
-            wait_until_ready(outputs)  # bound the runs in flight (see __init__)
+        self._in_flight.dispatched(outputs)
         return outputs
 
     def __get__(self, instance, owner=None):
@@ -313,19 +303,15 @@ def lower(fun: Callable, *args, target: str = "partitions", **kwargs) -> Lowered
     else:
         staged, devices, backend = (fun if hasattr(fun, "trace") else jax.jit(fun)), None, None
     traced = staged.trace(*args, **kwargs)
-    lowering_at = time.perf_counter()
-    module = trace.pmapc_ir(traced, getattr(fun, "__name__", "program"))
-    if isinstance(fun, MappedFunction):  # JAX named the arguments of `outermost(*args)`
-        ir.set_argument_names(ir.functions(module)["main"], trace.argument_names(
-            fun.spec.fun, traced.in_tree, static_argnums))
     traced_at = time.perf_counter()
-    try:
-        compilation = driver.run_pipeline(module, target=target, record_stages=True)
-    except DiagnosticError as error:
-        raise typed_error(error) from None
-    compilation.timings = {"trace": lowering_at - start, "lower": traced_at - lowering_at,
-                           **compilation.timings}
-    names = ir.argument_names(ir.functions(module)["main"])
+    # JAX named the arguments of `outermost(*args)`; name them after the user's.
+    names = (trace.argument_names(fun.spec.fun, traced.in_tree, static_argnums)
+             if isinstance(fun, MappedFunction) else None)
+    compilation = driver.compile_traced(traced, getattr(fun, "__name__", "program"),
+                                        target=target, record_stages=True,
+                                        argument_names=names)
+    compilation.timings = {"trace": traced_at - start, **compilation.timings}
+    names = ir.argument_names(ir.functions(compilation.module)["main"])
     return Lowered(compilation, CallSignature.of(traced, names, static_argnums), devices,
                    backend)
 
@@ -345,18 +331,6 @@ def _shapes_of_arrays(tree):
         lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype,
                                        weak_type=jax_api.is_weakly_typed(x))
         if isinstance(x, jax.Array) else x, tree)
-
-
-def wait_until_ready(outputs) -> None:
-    """Wait for an eager call's outputs; nothing under a transformation (tracers).
-
-    A single array waits through its own method: a fraction of the Python of
-    `jax.block_until_ready` and of the check for a transformation, which after
-    a dispatch cost ten times as much (see MappedFunction.__init__)."""
-    if jax_api.is_concrete_array(outputs):
-        outputs.block_until_ready()
-    elif jax_api.tracing_is_idle():
-        jax.block_until_ready(outputs)
 
 
 def check_donations(name: str, donate_argnums, args) -> None:

@@ -12,10 +12,11 @@ primitive a record names), verify-axes, combine-all-reduces and sink-gathers.
 How lower-collectives rewrites each kind is its table `RULES`, keyed by these
 records. Adding a kind is one record here, one rule there, and their tests.
 
-The kinds JAX lets split their group into `axis_index_groups` (psum, pmax,
-pmin, all_gather, psum_scatter, all_to_all) list the optional parameter
-`INDEX_GROUPS`; `Collective.result_shape` checks the groups and sizes the
-result by them.
+Each kind's parameters are a frozen dataclass (`AllToAllParams` and so on) that
+rules read by attribute (`params.split_axis`); the kinds JAX lets split their
+group into `axis_index_groups` (psum, pmax, pmin, all_gather, psum_scatter,
+all_to_all) have `Grouped` parameters, and `Collective.result_shape` checks the
+groups and sizes the result by them.
 
 The records live here rather than in `dialect.py` because they hold no IR:
 the shape rules, the tracer's parameter reading and the tests use them
@@ -26,18 +27,17 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from pmapc import shapes
 
-# (params, operand shape, "'model' (size 4)" for messages, group size) -> result shape
-ShapeRule = Callable[[Mapping[str, object], shapes.Shape, str, int], shapes.Shape]
-JaxParamsReader = Callable[[Mapping[str, object]], dict[str, object]]
 IndexGroups = tuple[tuple[int, ...], ...]
 
 
 @dataclasses.dataclass(frozen=True)
 class Param:
-    """A parameter of a collective: its name (JAX's) and the Python type of its value.
+    """A parameter of a collective as the IR holds it: its name (JAX's) and the Python
+    type of its value.
 
     `int` and `bool` are i64 and bool attributes; `list` is ppermute's array of
     [source, target] pairs; `tuple` is an array of arrays of i64 (`IndexGroups`).
@@ -49,10 +49,84 @@ class Param:
     optional: bool = False
 
 
-# JAX's `axis_index_groups`: the collective acts within each group of positions
-# along its axes (positions in the product of `axes`, row-major in their order).
-# None: one group of every position.
-INDEX_GROUPS = Param("axis_index_groups", tuple, optional=True)
+def _ir(value_type: type) -> dict[str, type]:
+    """A parameter field's metadata: the type its IR attribute holds (see `Param`)."""
+    return {"value_type": value_type}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Params:
+    """The parameters of one collective (a kind's subclass; JAX's names)."""
+
+    @classmethod
+    def schema(cls) -> tuple[Param, ...]:
+        """The parameters as the IR holds them."""
+        fields = sorted(dataclasses.fields(cls), key=lambda f: f.default is None)
+        return tuple(Param(f.name, f.metadata["value_type"], f.default is None)
+                     for f in fields)  # the optional ones (index groups) last
+
+    def as_dict(self) -> dict[str, object]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    @property
+    def index_groups(self) -> IndexGroups | None:
+        """`axis_index_groups`, for the kinds that take them (else None)."""
+        return None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Grouped(Params):
+    """Parameters of a kind JAX lets split its group into `axis_index_groups`: the
+    collective acts within each group of positions along its axes (positions in the
+    product of `axes`, row-major in their order). None: one group of every position."""
+
+    axis_index_groups: IndexGroups | None = dataclasses.field(default=None,
+                                                              metadata=_ir(tuple))
+
+    @property
+    def index_groups(self) -> IndexGroups | None:
+        return self.axis_index_groups
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class NoParams(Params):
+    """axis_index's (none)."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ReductionParams(Grouped):
+    """psum's, pmax's and pmin's."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class AllGatherParams(Grouped):
+    all_gather_dimension: int = dataclasses.field(metadata=_ir(int))
+    tiled: bool = dataclasses.field(metadata=_ir(bool))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PsumScatterParams(Grouped):
+    scatter_dimension: int = dataclasses.field(metadata=_ir(int))
+    tiled: bool = dataclasses.field(metadata=_ir(bool))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class AllToAllParams(Grouped):
+    split_axis: int = dataclasses.field(metadata=_ir(int))
+    concat_axis: int = dataclasses.field(metadata=_ir(int))
+    tiled: bool = dataclasses.field(metadata=_ir(bool))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PpermuteParams(Params):
+    perm: tuple[tuple[int, int], ...] = dataclasses.field(metadata=_ir(list))
+
+
+# (params, operand shape, "'model' (size 4)" for messages, group size) -> result shape
+ShapeRule = Callable[[Any, shapes.Shape, str, int], shapes.Shape]
+JaxParamsReader = Callable[[Mapping[str, object]], dict[str, object]]
+
+INDEX_GROUPS_NAME = "axis_index_groups"
 
 
 def index_groups_from_jax(groups) -> IndexGroups | None:
@@ -70,7 +144,7 @@ class Collective:
     """One collective kind: what every stage needs to know about it."""
 
     kind: str
-    params: tuple[Param, ...]
+    params_type: type[Params]
     shape_rule: ShapeRule
     # The kind's primitive in `jax._src.lax.parallel`, looked up by lowering/jax_api.py.
     jax_primitive: str
@@ -89,43 +163,52 @@ class Collective:
         """The custom_call target of this kind in pmapc IR."""
         return f"pmapc.{self.kind}"
 
-    def acting_size(self, params: Mapping[str, object], group_size: int) -> int:
+    @property
+    def params(self) -> tuple[Param, ...]:
+        """Its parameters as the IR holds them."""
+        return self.params_type.schema()
+
+    @property
+    def takes_index_groups(self) -> bool:
+        return issubclass(self.params_type, Grouped)
+
+    def acting_size(self, params: Params, group_size: int) -> int:
         """How many devices act together over axes of `group_size` devices: the size of
         an index group where `axis_index_groups` splits the group (the gathered, scattered
         or split size), else `group_size`."""
-        index_groups = params.get(INDEX_GROUPS.name)
+        index_groups = params.index_groups
         return len(index_groups[0]) if index_groups else group_size
 
-    def check_index_groups(self, params: Mapping[str, object], axes: Sequence[str],
+    def check_index_groups(self, params: Params, axes: Sequence[str],
                            group_size: int) -> None:
         """ShapeError unless the index groups (if any) split the `group_size` positions
         along `axes` as JAX allows: each position once; groups of one size except in an
         all-reduce."""
-        index_groups = params.get(INDEX_GROUPS.name)
+        index_groups = params.index_groups
         if index_groups is None:
             return
         where = shapes.describe_axes(axes, group_size, index_groups)
         shapes.check_index_groups(self.kind, index_groups, where, group_size,
                                   equal_sizes=not self.reduction)
 
-    def result_shape(self, params: Mapping[str, object], shape: shapes.Shape,
-                     axes: Sequence[str], group_size: int) -> shapes.Shape:
+    def result_shape(self, params: Params, shape: shapes.Shape, axes: Sequence[str],
+                     group_size: int) -> shapes.Shape:
         """The result shape over `axes`, a group of `group_size` devices; ShapeError if
         the operand does not fit the parameters, index groups included."""
         self.check_index_groups(params, axes, group_size)
-        where = shapes.describe_axes(axes, group_size, params.get(INDEX_GROUPS.name))
+        where = shapes.describe_axes(axes, group_size, params.index_groups)
         return self.shape_rule(params, shape, where, self.acting_size(params, group_size))
 
-    def params_from_jax(self, jax_params: Mapping[str, object]) -> dict[str, object]:
+    def params_from_jax(self, jax_params: Mapping[str, object]) -> Params:
         """This kind's parameters, read from its JAX primitive's parameters."""
         if self.read_jax_params is not None:
-            params = self.read_jax_params(jax_params)
+            values = self.read_jax_params(jax_params)
         else:
-            params = {p.name: jax_params[p.name] for p in self.params if not p.optional}
-        if INDEX_GROUPS in self.params:
-            params[INDEX_GROUPS.name] = index_groups_from_jax(
-                jax_params.get(INDEX_GROUPS.name))
-        return params
+            values = {p.name: jax_params[p.name] for p in self.params if not p.optional}
+        if self.takes_index_groups:
+            values[INDEX_GROUPS_NAME] = index_groups_from_jax(
+                jax_params.get(INDEX_GROUPS_NAME))
+        return self.params_type(**values)
 
 
 def _all_to_all_from_jax(jax_params: Mapping[str, object]) -> dict[str, object]:
@@ -136,30 +219,26 @@ def _all_to_all_from_jax(jax_params: Mapping[str, object]) -> dict[str, object]:
 
 
 def _ppermute_from_jax(jax_params: Mapping[str, object]) -> dict[str, object]:
-    return {"perm": [tuple(pair) for pair in jax_params["perm"]]}
+    return {"perm": tuple(tuple(pair) for pair in jax_params["perm"])}
 
 
-PSUM = Collective("psum", (INDEX_GROUPS,), shapes.same_shape, jax_primitive="psum_p",
+PSUM = Collective("psum", ReductionParams, shapes.same_shape, jax_primitive="psum_p",
                   reduction=True, reducer="stablehlo.add")
-PMAX = Collective("pmax", (INDEX_GROUPS,), shapes.same_shape, jax_primitive="pmax_p",
+PMAX = Collective("pmax", ReductionParams, shapes.same_shape, jax_primitive="pmax_p",
                   reduction=True, reducer="stablehlo.maximum")
-PMIN = Collective("pmin", (INDEX_GROUPS,), shapes.same_shape, jax_primitive="pmin_p",
+PMIN = Collective("pmin", ReductionParams, shapes.same_shape, jax_primitive="pmin_p",
                   reduction=True, reducer="stablehlo.minimum")
-ALL_GATHER = Collective(
-    "all_gather", (Param("all_gather_dimension", int), Param("tiled", bool), INDEX_GROUPS),
-    shapes.all_gather_shape, jax_primitive="all_gather_p")
+ALL_GATHER = Collective("all_gather", AllGatherParams, shapes.all_gather_shape,
+                        jax_primitive="all_gather_p")
 PSUM_SCATTER = Collective(
-    "psum_scatter", (Param("scatter_dimension", int), Param("tiled", bool), INDEX_GROUPS),
-    shapes.psum_scatter_shape, jax_primitive="reduce_scatter_p", reducer="stablehlo.add",
-    takes_bool=False)
-ALL_TO_ALL = Collective(
-    "all_to_all",
-    (Param("split_axis", int), Param("concat_axis", int), Param("tiled", bool), INDEX_GROUPS),
-    shapes.all_to_all_shape, jax_primitive="all_to_all_p",
-    read_jax_params=_all_to_all_from_jax)
-PPERMUTE = Collective("ppermute", (Param("perm", list),), shapes.ppermute_shape,
+    "psum_scatter", PsumScatterParams, shapes.psum_scatter_shape,
+    jax_primitive="reduce_scatter_p", reducer="stablehlo.add", takes_bool=False)
+ALL_TO_ALL = Collective("all_to_all", AllToAllParams, shapes.all_to_all_shape,
+                        jax_primitive="all_to_all_p", read_jax_params=_all_to_all_from_jax)
+PPERMUTE = Collective("ppermute", PpermuteParams, shapes.ppermute_shape,
                       jax_primitive="ppermute_p", read_jax_params=_ppermute_from_jax)
-AXIS_INDEX = Collective("axis_index", (), shapes.axis_index_shape, jax_primitive="axis_index_p")
+AXIS_INDEX = Collective("axis_index", NoParams, shapes.axis_index_shape,
+                        jax_primitive="axis_index_p")
 
 # Every kind, in the order diagnostics list them.
 ALL: tuple[Collective, ...] = (

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from pmapc import collectives, ir
-from pmapc.collectives import Collective
+from pmapc.collectives import Collective, Params
 from pmapc.errors import Category, Diagnostic, DiagnosticError
 from pmapc.mesh import Mesh
 
@@ -279,7 +279,7 @@ class CollectiveView:
     op: ir.Operation
     collective: Collective
     axes: tuple[str, ...]
-    params: dict[str, object]
+    params: Params
     config: ir.Attribute
 
     @property
@@ -297,15 +297,15 @@ def read_collective(op: ir.Operation) -> CollectiveView:
     config = _backend_config(op)
     axes = _required(op, config, "axes", _read_string_list, "a non-empty array of axis names")
     _check_keys(op, collective, config)
-    params = {}
+    values = {}
     for param in collective.params:
         if param.optional and param.name not in config:
-            params[param.name] = None
             continue
-        params[param.name] = _required(op, config, param.name,
+        values[param.name] = _required(op, config, param.name,
                                        _PARAM_READERS[param.value_type],
                                        _PARAM_WHAT[param.value_type])
-    return CollectiveView(op, collective, axes, params, op.attributes["backend_config"])
+    return CollectiveView(op, collective, axes, collective.params_type(**values),
+                          op.attributes["backend_config"])
 
 
 def _check_keys(op: ir.Operation, collective: Collective, config: dict) -> None:
@@ -318,12 +318,13 @@ def _check_keys(op: ir.Operation, collective: Collective, config: dict) -> None:
                        f"backend_config; its keys are {listed}")
 
 
-def collective_config(kind: str, axes: Sequence[str], **params) -> dict[str, ir.Attribute]:
-    """The attributes of a `@pmapc.<kind>` op; an optional parameter that is None or
-    not given is left out."""
+def collective_config(kind: str, axes: Sequence[str], params: Params
+                      ) -> dict[str, ir.Attribute]:
+    """The attributes of a `@pmapc.<kind>` op; an optional parameter that is None is
+    left out."""
     config = {"axes": ir.array_attr([ir.string_attr(a) for a in axes])}
     for param in collectives.BY_KIND[kind].params:
-        value = params.get(param.name) if param.optional else params[param.name]
+        value = getattr(params, param.name)
         if value is not None:
             config[param.name] = _PARAM_WRITERS[param.value_type](value)
     return {
@@ -334,10 +335,10 @@ def collective_config(kind: str, axes: Sequence[str], **params) -> dict[str, ir.
 
 def create_collective(b: Builder, kind: str, operands: Sequence[ir.Value],
                       result_types: Sequence[ir.Type], axes: Sequence[str],
-                      **params) -> ir.Operation:
+                      params: Params) -> ir.Operation:
     """`@pmapc.<kind>` over `axes`, built by `b` (passes/rewriter.py)."""
     attributes = {"call_target_name": ir.string_attr(collectives.BY_KIND[kind].target)}
-    attributes.update(collective_config(kind, axes, **params))
+    attributes.update(collective_config(kind, axes, params))
     return b.create(CUSTOM_CALL, operands, result_types, attributes)
 
 
@@ -378,11 +379,11 @@ def _int_lists_attr(lists: Sequence[Sequence[int]]) -> ir.Attribute:
     return ir.array_attr([ir.array_attr([ir.i64_attr(v) for v in inner]) for inner in lists])
 
 
-def _read_pairs(attr: ir.Attribute) -> list[tuple[int, int]] | None:
+def _read_pairs(attr: ir.Attribute) -> tuple[tuple[int, int], ...] | None:
     pairs = _read_int_lists(attr)
     if pairs is None or any(len(pair) != 2 for pair in pairs):
         return None
-    return pairs
+    return tuple(pairs)
 
 
 def _read_index_groups(attr: ir.Attribute) -> collectives.IndexGroups | None:

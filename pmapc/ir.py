@@ -23,9 +23,12 @@ from jaxlib.mlir.dialects import stablehlo as _stablehlo
 
 from pmapc.errors import Diagnostic, DiagnosticError, SourceLoc
 
+# The binding types the rest of pmapc names (in annotations, and to build).
 Context = ir.Context
 Module = ir.Module
 Operation = ir.Operation
+Block = ir.Block
+Region = ir.Region
 Value = ir.Value
 Type = ir.Type
 Attribute = ir.Attribute
@@ -671,7 +674,7 @@ def fused_loc(locations: Sequence[ir.Location]) -> ir.Location:
 
 
 # ----------------------------------------------------------------------------
-# Embedding a program in another module (JAX's, while it lowers a jit)
+# Collective and Shardy attributes
 
 DEVICE_TO_DEVICE_CHANNEL = 1  # stablehlo.channel_handle's type for collectives
 
@@ -680,106 +683,52 @@ def channel_handle_attr(handle: int) -> ir.Attribute:
     return _stablehlo.ChannelHandle.get(int(handle), DEVICE_TO_DEVICE_CHANNEL)
 
 
-def embed_functions(text: str, target: ir.Module, symbol_table: ir.SymbolTable,
-                    prefix: str, new_channel) -> dict[str, str]:
-    """Parse module `text` into `target`'s context and move its functions into `target`.
-
-    Every function is renamed `prefix + name` and made private; collectives get
-    fresh channel handles from `new_channel()` (they must be unique in `target`).
-    Returns the old name -> new name of every function.
-    """
-    source = ir.Module.parse(text, context=target.context)
-    renamed = {}
-    for name in functions(source):
-        renamed[name] = prefix + name
-        ir.SymbolTable.replace_all_symbol_uses(name, renamed[name], source.operation)
-    for function in functions(source).values():
-        name = symbol_name(function)
-        function.attributes["sym_name"] = string_attr(renamed[name])
-        function.attributes["sym_visibility"] = string_attr("private")
-        for key in ("arg_attrs", "res_attrs"):
-            if key in function.attributes:
-                del function.attributes[key]
-        for op in walk(function):
-            if "channel_handle" in op.attributes:
-                op.attributes["channel_handle"] = channel_handle_attr(new_channel())
-        target.body.append(function)
-        symbol_table.insert(function)
-    return renamed
-
-
-def call_function(name: str, operands: Sequence[ir.Value], result_types: Sequence[ir.Type],
-                  *, loc: ir.Location, ip: ir.InsertionPoint) -> list[ir.Value]:
-    op = create_op("func.call", operands, result_types, {"callee": symbol_ref_attr(name)},
-                   loc=loc, ip=ip)
-    return list(op.results)
-
-
-# ----------------------------------------------------------------------------
-# Running a per-device program on its own: every mesh axis manual (Shardy)
-
-
 def module_int_attr(module: ir.Module, name: str) -> int | None:
     """An integer attribute of the module (e.g. mhlo.num_partitions), or None."""
     attributes = module.operation.attributes
     return as_int(attributes[name]) if name in attributes else None
 
 
-def all_manual_module(module: ir.Module, mesh_axes: Sequence[tuple[str, int]],
-                      arg_splits: Sequence[Sequence[Sequence[str]]],
-                      result_splits: Sequence[Sequence[Sequence[str]]]) -> ir.Module:
-    """A copy of `module` whose `@main` runs the per-device `@main` in an
-    `sdy.manual_computation` over every axis of `mesh_axes` ((name, size), major first).
-
-    The new `@main` takes and returns global arrays, split per dimension over
-    the mesh axes the splits list (major first), as JAX lowers a shard_map; XLA's
-    SPMD partitioner then leaves the per-device program as it is.
-    """
-    copy = _copy_module(module)
-    with copy.context, ir.Location.unknown(copy.context):
-        symbols = functions(copy)
-        per_device = symbols["main"]
-        callee = _unused_symbol(symbols, "per_device_main")
-        per_device.attributes["sym_name"] = string_attr(callee)
-        per_device.attributes["sym_visibility"] = string_attr("private")
-        mesh = _unused_symbol(symbols, "mesh")
-        axes = ", ".join(f"{_quoted(name)}={size}" for name, size in mesh_axes)
-        ir.Operation.create("sdy.mesh", attributes={
-            "sym_name": string_attr(mesh), "mesh": ir.Attribute.parse(f"#sdy.mesh<[{axes}]>")},
-            ip=ir.InsertionPoint.at_block_begin(copy.body))
-        manual_axes = ir.Attribute.parse(
-            f"#sdy<manual_axes{{{', '.join(_quoted(name) for name, _ in mesh_axes)}}}>")
-        _add_manual_main(copy, callee, function_type(per_device), dict(mesh_axes), mesh,
-                         manual_axes, arg_splits, result_splits)
-    return copy
+def function_type_attr(inputs: Sequence[ir.Type], results: Sequence[ir.Type]) -> ir.Attribute:
+    return ir.TypeAttr.get(ir.FunctionType.get(list(inputs), list(results)))
 
 
-def _add_manual_main(module, callee, local, sizes, mesh, manual_axes, arg_splits,
-                     result_splits) -> None:
-    """`@main` on global arrays: a manual computation calling `callee` on the blocks."""
-    global_in = [_global_type(t, s, sizes) for t, s in zip(local.inputs, arg_splits)]
-    global_out = [_global_type(t, s, sizes) for t, s in zip(local.results, result_splits)]
-    loc = ir.Location.unknown()
-    main = create_op("func.func", [], [], {
-        "sym_name": string_attr("main"),
-        "function_type": ir.TypeAttr.get(ir.FunctionType.get(global_in, global_out)),
-        "arg_attrs": array_attr([_sharding_attr(mesh, s) for s in arg_splits]),
-        "res_attrs": array_attr([_sharding_attr(mesh, s) for s in result_splits]),
-    }, loc=loc, ip=ir.InsertionPoint(module.body), regions=1)
-    entry = add_block(main.regions[0], global_in)
-    manual = create_op("sdy.manual_computation", list(entry.arguments), global_out, {
-        "in_shardings": _shardings_attr(mesh, arg_splits),
-        "out_shardings": _shardings_attr(mesh, result_splits),
-        "manual_axes": manual_axes,
-    }, loc=loc, ip=ir.InsertionPoint(entry), regions=1)
-    body = add_block(manual.regions[0], list(local.inputs))
-    call = create_op("func.call", list(body.arguments), list(local.results),
-                     {"callee": symbol_ref_attr(callee)}, loc=loc, ip=ir.InsertionPoint(body))
-    create_op("sdy.return", list(call.results), [], loc=loc, ip=ir.InsertionPoint(body))
-    create_op("func.return", list(manual.results), [], loc=loc, ip=ir.InsertionPoint(entry))
+def sdy_mesh_attr(axes: Sequence[tuple[str, int]]) -> ir.Attribute:
+    """`#sdy.mesh<["a"=2, "b"=4]>` of (name, size) pairs, major first."""
+    return _sdy.MeshAttr.get([_sdy.MeshAxisAttr.get(name, size) for name, size in axes])
 
 
-def _copy_module(module: ir.Module) -> ir.Module:
+def sdy_sharding_attr(mesh: str, split: Sequence[Sequence[str]]) -> ir.Attribute:
+    """`#sdy.sharding<@mesh, [{"a"}, {}]>`: dimension d split over the axes `split[d]`."""
+    dimensions = [_sdy.DimensionShardingAttr.get([_sdy.AxisRefAttr.get(axis) for axis in axes],
+                                                 is_closed=True)
+                  for axes in split]
+    return _sdy.TensorShardingAttr.get(mesh, dimensions, [], [])
+
+
+def sdy_sharding_per_value_attr(mesh: str, splits: Sequence[Sequence[Sequence[str]]]
+                                ) -> ir.Attribute:
+    return _sdy.TensorShardingPerValueAttr.get([sdy_sharding_attr(mesh, s) for s in splits])
+
+
+def sdy_manual_axes_attr(axes: Sequence[str]) -> ir.Attribute:
+    return _sdy.ManualAxesAttr.get([ir.StringAttr.get(axis) for axis in axes])
+
+
+def unknown_location(context: ir.Context) -> ir.Location:
+    return ir.Location.unknown(context)
+
+
+def module_body_start(module: ir.Module) -> ir.InsertionPoint:
+    return ir.InsertionPoint.at_block_begin(module.body)
+
+
+def module_body_end(module: ir.Module) -> ir.InsertionPoint:
+    return ir.InsertionPoint(module.body)
+
+
+def copy_module(module: ir.Module) -> ir.Module:
+    """A copy of `module` in its context (its attributes and top-level ops)."""
     with module.context, ir.Location.unknown(module.context):
         copy = ir.Module.create()
         attributes = module.operation.attributes
@@ -790,34 +739,11 @@ def _copy_module(module: ir.Module) -> ir.Module:
     return copy
 
 
-def _unused_symbol(functions_by_name: dict, name: str) -> str:
-    candidate, number = name, 0
-    while candidate in functions_by_name:
-        number += 1
-        candidate = f"{name}_{number}"
-    return candidate
+def parse_into(text: str, context: ir.Context) -> ir.Module:
+    """`text` parsed in `context` (a module pmapc printed: no diagnostics expected)."""
+    return ir.Module.parse(text, context=context)
 
 
-def _quoted(name: str) -> str:
-    return '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def _global_type(type_: ir.Type, split: Sequence[Sequence[str]], sizes: dict[str, int]):
-    shape = [size * int(np.prod([sizes[a] for a in axes], dtype=np.int64))
-             for size, axes in zip(shape_of(type_), split)]
-    return tensor_type(shape, element_type_of(type_))
-
-
-def _dims_text(mesh: str, split: Sequence[Sequence[str]]) -> str:
-    dims = ", ".join("{" + ", ".join(_quoted(a) for a in axes) + "}" for axes in split)
-    return f"@{mesh}, [{dims}]"
-
-
-def _sharding_attr(mesh: str, split: Sequence[Sequence[str]]) -> ir.Attribute:
-    return dict_attr({"sdy.sharding": ir.Attribute.parse(
-        f"#sdy.sharding<{_dims_text(mesh, split)}>")})
-
-
-def _shardings_attr(mesh: str, splits: Sequence[Sequence[Sequence[str]]]) -> ir.Attribute:
-    values = ", ".join(f"<{_dims_text(mesh, split)}>" for split in splits)
-    return ir.Attribute.parse(f"#sdy.sharding_per_value<[{values}]>")
+def rename_symbol(module: ir.Module, old: str, new: str) -> None:
+    """Rename symbol `old` to `new` everywhere in `module`'s uses."""
+    ir.SymbolTable.replace_all_symbol_uses(old, new, module.operation)

@@ -10,9 +10,20 @@ messages (`describe_axes`), `n` is the size of the group.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from pmapc.errors import ShapeError
+
+if TYPE_CHECKING:  # the records of pmapc/collectives.py name these rules
+    from pmapc.collectives import (
+        AllGatherParams,
+        AllToAllParams,
+        NoParams,
+        PpermuteParams,
+        PsumScatterParams,
+        ReductionParams,
+    )
 
 Shape = tuple[int, ...]
 
@@ -100,7 +111,7 @@ def mapped_result_shape(shape: Shape, out_axis: int | None, axis_size: int, axis
     return (*shape[:out_axis], axis_size, *shape[out_axis:])
 
 
-def same_shape(params: Mapping, shape: Shape, where: str, n: int) -> Shape:
+def same_shape(params: ReductionParams, shape: Shape, where: str, n: int) -> Shape:
     """psum, pmax, pmin: the operand's shape."""
     return shape
 
@@ -128,10 +139,10 @@ def _check_divisible(kind: str, dim: int, shape: Shape, where: str, n: int, tile
         )
 
 
-def all_gather_shape(params: Mapping, shape: Shape, where: str, n: int) -> Shape:
+def all_gather_shape(params: AllGatherParams, shape: Shape, where: str, n: int) -> Shape:
     """Tiled: `all_gather_dimension` times n; untiled: a new dimension of size n there."""
-    dim = params["all_gather_dimension"]
-    if params["tiled"]:
+    dim = params.all_gather_dimension
+    if params.tiled:
         _check_dim("all_gather", "all_gather_dimension", dim, len(shape), where)
         return (*shape[:dim], shape[dim] * n, *shape[dim + 1:])
     if not 0 <= dim <= len(shape):
@@ -142,23 +153,23 @@ def all_gather_shape(params: Mapping, shape: Shape, where: str, n: int) -> Shape
     return (*shape[:dim], n, *shape[dim:])
 
 
-def psum_scatter_shape(params: Mapping, shape: Shape, where: str, n: int) -> Shape:
+def psum_scatter_shape(params: PsumScatterParams, shape: Shape, where: str, n: int) -> Shape:
     """Tiled: `scatter_dimension` divided by n; untiled: that dimension (size n) removed."""
-    dim = params["scatter_dimension"]
+    dim = params.scatter_dimension
     _check_dim("psum_scatter", "scatter_dimension", dim, len(shape), where)
-    _check_divisible("psum_scatter", dim, shape, where, n, params["tiled"])
-    if params["tiled"]:
+    _check_divisible("psum_scatter", dim, shape, where, n, params.tiled)
+    if params.tiled:
         return (*shape[:dim], shape[dim] // n, *shape[dim + 1:])
     return shape[:dim] + shape[dim + 1 :]
 
 
-def all_to_all_shape(params: Mapping, shape: Shape, where: str, n: int) -> Shape:
+def all_to_all_shape(params: AllToAllParams, shape: Shape, where: str, n: int) -> Shape:
     """Tiled: split dimension divided by n, concat dimension times n; untiled: the split
     dimension (size n) removed and one of size n inserted at `concat_axis`."""
-    split, concat = params["split_axis"], params["concat_axis"]
+    split, concat = params.split_axis, params.concat_axis
     _check_dim("all_to_all", "split_axis", split, len(shape), where)
-    _check_divisible("all_to_all", split, shape, where, n, params["tiled"])
-    if params["tiled"]:
+    _check_divisible("all_to_all", split, shape, where, n, params.tiled)
+    if params.tiled:
         _check_dim("all_to_all", "concat_axis", concat, len(shape), where)
         result = list(shape)
         result[split] //= n
@@ -169,10 +180,10 @@ def all_to_all_shape(params: Mapping, shape: Shape, where: str, n: int) -> Shape
     return (*rest[:concat], n, *rest[concat:])
 
 
-def ppermute_shape(params: Mapping, shape: Shape, where: str, n: int) -> Shape:
+def ppermute_shape(params: PpermuteParams, shape: Shape, where: str, n: int) -> Shape:
     """The operand's shape, once `perm` is checked: indices in range, each used once."""
     sources, targets = set(), set()
-    for src, dst in params["perm"]:
+    for src, dst in params.perm:
         for index in (src, dst):
             if not 0 <= index < n:
                 raise ShapeError(
@@ -190,7 +201,7 @@ def ppermute_shape(params: Mapping, shape: Shape, where: str, n: int) -> Shape:
     return shape
 
 
-def axis_index_shape(params: Mapping, shape: Shape, where: str, n: int) -> Shape:
+def axis_index_shape(params: NoParams, shape: Shape, where: str, n: int) -> Shape:
     """A scalar (axis_index takes no operand)."""
     return ()
 

@@ -11,6 +11,7 @@ programs of golden_programs.py).
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 
 import jax
@@ -125,7 +126,7 @@ def test_index_groups_must_cover_every_index_once(index_groups, fault):
 @pytest.mark.parametrize("kind", ["all_gather", "psum_scatter", "all_to_all"])
 def test_uneven_groups_only_for_all_reduces(kind):
     collective = collectives.BY_KIND[kind]
-    params = {"axis_index_groups": ((0,), (3, 1, 2))}
+    params = collectives.Grouped(axis_index_groups=((0,), (3, 1, 2)))
     with pytest.raises(ShapeError, match="must all be the same size, got sizes 1, 3"):
         collective.check_index_groups(params, ["i"], 4)
     for reduction in (collectives.PSUM, collectives.PMAX, collectives.PMIN):
@@ -158,7 +159,7 @@ def grouped_equation(kind: str):
 
 
 def test_grouped_calls_cover_the_kinds_that_take_index_groups():
-    takes = [c.kind for c in collectives.ALL if collectives.INDEX_GROUPS in c.params]
+    takes = [c.kind for c in collectives.ALL if c.takes_index_groups]
     assert list(GROUPED_CALLS) == takes
 
 
@@ -166,7 +167,7 @@ def test_grouped_calls_cover_the_kinds_that_take_index_groups():
 def test_result_rule_with_index_groups_agrees_with_jax(kind):
     collective, equation = grouped_equation(kind)
     params = collective.params_from_jax(equation.params)
-    groups = params["axis_index_groups"]
+    groups = params.axis_index_groups
     assert groups == tuple(tuple(g) for g in equation.params["axis_index_groups"])
     assert all(type(index) is int for group in groups for index in group)
     shape = collective.result_shape(params, OPERAND.shape, ("i",), 8)
@@ -180,11 +181,11 @@ def test_index_groups_round_trip_through_the_ir(kind):
     module = ir.parse_module("module {}", ir.make_context())
     with ir.building(module):
         b = unobserved(ir.InsertionPoint(module.body), ir.Location.unknown())
-        op = dialect.create_collective(b, kind, [], [], ["i"], **params)
+        op = dialect.create_collective(b, kind, [], [], ["i"], params)
         assert dialect.read_collective(op).params == params
-        op = dialect.create_collective(b, kind, [], [], ["i"],
-                                       **{**params, "axis_index_groups": None})
-        assert dialect.read_collective(op).params["axis_index_groups"] is None
+        op = dialect.create_collective(
+            b, kind, [], [], ["i"], dataclasses.replace(params, axis_index_groups=None))
+        assert dialect.read_collective(op).params.index_groups is None
         assert "axis_index_groups" not in ir.as_dict(op.attributes["backend_config"])
 
 

@@ -1,5 +1,6 @@
 """Registry invariants: names match, every pass documents itself and has lit tests."""
 
+import ast
 import dataclasses
 import pathlib
 import re
@@ -128,3 +129,27 @@ def test_pipeline_options_are_typed():
 def test_bad_pipelines_are_named(pipeline, message):
     with pytest.raises(PipelineError, match=message):
         parse_pipeline(pipeline)
+
+
+PACKAGE_DIRS = ("pmapc", "compiler", "passes", "lowering", "tools")
+BINDINGS = ("jaxlib.mlir", "jax._src.lib.mlir")
+
+
+def imported_modules(path: pathlib.Path) -> set[str]:
+    tree = ast.parse(path.read_text(), str(path))
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+    return names
+
+
+def test_only_the_adapter_imports_the_mlir_bindings():
+    root = pathlib.Path(__file__).resolve().parents[2]
+    importers = sorted(
+        str(path.relative_to(root)) for directory in PACKAGE_DIRS
+        for path in (root / directory).rglob("*.py")
+        if any(module.startswith(BINDINGS) for module in imported_modules(path)))
+    assert importers == ["pmapc/ir.py"]
