@@ -49,7 +49,7 @@ class Compilation:
         """Stage name -> IR text: "pmapc", each pass, and "stablehlo" (the result)."""
         if not self._texts:
             for stage, snapshot in self.snapshots.items():
-                self._texts[stage] = snapshot.get_asm()
+                self._texts[stage] = ir.print_module(snapshot)
             self._texts["stablehlo"] = ir.print_module(self.module)
         return self._texts
 
@@ -61,7 +61,7 @@ class Compilation:
 
     def traced_with_locations(self) -> str:
         """The traced pmapc IR with its locations (the user's files and lines)."""
-        return self.snapshots["pmapc"].get_asm(enable_debug_info=True)
+        return ir.print_module(self.snapshots["pmapc"], debug_info=True)
 
 
 def compile_traced(traced, name: str, *, target: str = DEFAULT_TARGET,

@@ -113,7 +113,7 @@ def _spmd_call_lowering(ctx, *blocks, program):
     result_types = [jax_api.ir_type_of(ctx, aval) for aval in ctx.avals_out]
     call = ir.create_op("func.call", list(blocks), result_types,
                         {"callee": ir.symbol_ref_attr(names["main"])},
-                        loc=ir.Location.current, ip=ir.InsertionPoint.current)
+                        loc=ir.current_location(), ip=ir.current_insertion_point())
     return list(call.results)
 
 

@@ -99,8 +99,15 @@ def to_local(array: jax.Array) -> jax.Array:
     if not isinstance(sharding, NamedSharding):
         raise PmapcError(f"pmapc bug: a result of shape {array.shape} is laid out by "
                          f"{sharding}, not over the nest's mesh; please report it")
-    return multihost_utils.global_array_to_host_local_array(array, sharding.mesh,
-                                                            sharding.spec)
+    mesh = sharding.mesh
+    assert isinstance(mesh, jax.sharding.Mesh), "results stand on concrete devices"
+    return multihost_utils.global_array_to_host_local_array(array, mesh, sharding.spec)
+
+
+def _slice_of(index, dim: int) -> slice:
+    """Dimension `dim` of a device's index into a global array (a tuple of slices)."""
+    assert index is not None, "an index map names every dimension"
+    return index[dim]
 
 
 def local_shape(sharding: jax.sharding.Sharding, global_shape: tuple[int, ...]
@@ -110,6 +117,6 @@ def local_shape(sharding: jax.sharding.Sharding, global_shape: tuple[int, ...]
     indices = list(sharding.addressable_devices_indices_map(global_shape).values())
     shape = []
     for dim, size in enumerate(global_shape):
-        ranges = [index[dim].indices(size) for index in indices]
+        ranges = [_slice_of(index, dim).indices(size) for index in indices]
         shape.append(max(stop for _, stop, _ in ranges) - min(start for start, _, _ in ranges))
     return tuple(shape)

@@ -110,7 +110,7 @@ def element_dtype(element_type) -> np.dtype:
     return jax.numpy.dtype(name)
 
 
-def pick_devices(mesh: Mesh, devices: Sequence[jax.Device] | None, backend: str | None):
+def pick_devices(mesh: Mesh, devices: Sequence[xla.Device] | None, backend: str | None):
     """The devices of `mesh`, in mesh order: the first `mesh.size` (or the ones given),
     checked against the mesh. Across processes (`jax.distributed`), the outermost axis
     is laid over the processes, process-major, and every inner axis inside one
@@ -147,7 +147,7 @@ def pick_devices(mesh: Mesh, devices: Sequence[jax.Device] | None, backend: str 
     return devices
 
 
-def process_major_devices(mesh: Mesh, available: Sequence[jax.Device]) -> list:
+def process_major_devices(mesh: Mesh, available: Sequence[xla.Device]) -> list:
     """The mesh over several processes: process p (in order) takes rows
     [p·r, (p+1)·r) of the outermost axis, r = its size / process count, on its
     first r·(inner size) devices."""
@@ -264,7 +264,7 @@ def execution_form(module: ir.Module, mesh: Mesh) -> str:
 class Executable:
     """A compiled program bound to its devices; call it with global arrays."""
 
-    def __init__(self, module: ir.Module, devices: Sequence[jax.Device],
+    def __init__(self, module: ir.Module, devices: Sequence[xla.Device],
                  compiler_options: dict | None = None):
         self.mesh = dialect.mesh_of(module)
         self.devices = list(devices)

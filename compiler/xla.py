@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import jax
 import jax.extend.backend
@@ -27,12 +28,17 @@ from jax._src import compiler as _jax_compiler
 from jax._src import core as _core
 from jax._src import xla_bridge as _xla_bridge
 from jax._src.interpreters import pxla as _pxla
-from jax._src.lib import _jax
-from jax._src.lib import hlo as _hlo
-from jax._src.lib import xla_client as _xla_client
+from jax._src.lib import _jax  # pyright: ignore[reportPrivateImportUsage]
+from jax._src.lib import hlo as _hlo  # pyright: ignore[reportAttributeAccessIssue]
+from jax._src.lib import xla_client as _xla_client  # pyright: ignore[reportPrivateImportUsage]
 
 from pmapc import ir
 from pmapc.compiler import manual
+
+if TYPE_CHECKING:  # `jax.Device` is an alias JAX assigns, which type checkers refuse
+    from jaxlib._jax import Device
+else:
+    Device = jax.Device
 
 
 def backend(platform: str | None = None):
@@ -40,7 +46,7 @@ def backend(platform: str | None = None):
     return jax.extend.backend.get_backend(platform)
 
 
-def compile_replicated(module: ir.Module, devices: Sequence[jax.Device],
+def compile_replicated(module: ir.Module, devices: Sequence[Device],
                        compiler_options: dict | None = None):
     """Compile `module` with one replica per device (replica r runs on devices[r])."""
     options = _compile_options(devices, replicas=len(devices), partitions=1,
@@ -49,7 +55,7 @@ def compile_replicated(module: ir.Module, devices: Sequence[jax.Device],
     return _load(module, devices, options)
 
 
-def compile_partitioned(module: ir.Module, devices: Sequence[jax.Device],
+def compile_partitioned(module: ir.Module, devices: Sequence[Device],
                         compiler_options: dict | None = None):
     """Compile `module` in partition form (partition p runs on devices[p]).
 

@@ -19,6 +19,8 @@ import dataclasses
 import functools
 import os
 import threading
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.extend.core
@@ -50,12 +52,15 @@ __all__ = ["Primitive"]
 JAX_VERSION: tuple[int, ...] = tuple(jax.__version_info__[:3])
 SINCE_0_11 = JAX_VERSION >= (0, 11, 0)
 
-ClosedJaxpr = jax.extend.core.ClosedJaxpr  # 0.12: one class with Jaxpr, this its alias
+# 0.12: one class with Jaxpr, this its alias (which 0.12's stubs leave unexported)
+ClosedJaxpr = jax.extend.core.ClosedJaxpr  # pyright: ignore[reportPrivateImportUsage]
 
 # `jax.jit(..., inline=...)` that inlines the jitted function into an enclosing
 # trace, so that `jax.make_jaxpr` of a map shows the map itself: `True` until
 # 0.10; from 0.11 on `True` inlines only when lowering (`jax.Inline.JAX_LATE`).
-INLINE_WHILE_TRACING = jax.Inline.JAX_EARLY if SINCE_0_11 else True
+INLINE_WHILE_TRACING = (
+    jax.Inline.JAX_EARLY if SINCE_0_11 else True  # pyright: ignore[reportAttributeAccessIssue]
+)
 
 ShapedArray = _core.ShapedArray
 Tracer = _core.Tracer
@@ -118,9 +123,10 @@ def ir_type_of(ctx, aval):
 
 def lower_body(ctx, name: str, jaxpr: ClosedJaxpr) -> str:
     """Lower `jaxpr` to a private function of the module being built; its symbol."""
+    since_0_11: dict[str, Any] = {"out_avals": jaxpr.out_avals} if SINCE_0_11 else {}
     func = _mlir_public.lower_jaxpr_to_fun(
         ctx.module_context, name, jaxpr, effects=(), num_const_args=0,
-        in_avals=jaxpr.in_avals, **({"out_avals": jaxpr.out_avals} if SINCE_0_11 else {}),
+        in_avals=jaxpr.in_avals, **since_0_11,
     )
     func.attributes["sym_visibility"] = ir.string_attr("private")
     return ir.symbol_name(func)
@@ -180,12 +186,12 @@ def unbound_axis_name(error: NameError):
 class RefusedIndexGroups:
     """`axis_index_groups` that JAX's own check refused, and the call they were given to."""
 
-    function: str  # the `jax.lax` function the user called ('pmean', 'all_gather', ...)
+    function: str | None  # the `jax.lax` function the user called ('pmean', ...), if seen
     axis_name: object  # its axis name or tuple of names
     index_groups: object
 
 
-def refused_index_groups(error: ValueError) -> RefusedIndexGroups | None:
+def refused_index_groups(error: Exception) -> RefusedIndexGroups | None:
     """What JAX's check of `axis_index_groups` refused, if `error` is that check's
     ValueError (read from its frames, not its message)."""
     check = _parallel._validate_reduce_axis_index_groups.__code__
@@ -243,6 +249,12 @@ def jaxprs_in(params: dict):
 
 def shape_dtype(aval) -> jax.ShapeDtypeStruct:
     return jax.ShapeDtypeStruct(aval.shape, aval.dtype, weak_type=aval.weak_type)
+
+
+def rank(aval) -> int:
+    """The number of dimensions of an array's abstract value (typed as any
+    `AbstractValue` from 0.11 on)."""
+    return len(aval.shape)
 
 
 def lower_fun(fun):
@@ -322,7 +334,7 @@ class _AllToAllTranspose:
     two threads differentiating at once would restore each other's rule.
     """
 
-    jax_rule: object
+    jax_rule: Callable[..., Any]
 
     def __call__(self, cts, x, **params):
         if _map_backward_passes.depth:
@@ -387,7 +399,7 @@ def prefix_error(prefix, full, name: str) -> str:
 
 def is_key_dtype(dtype) -> bool:
     """Whether `dtype` is a typed PRNG key's (`jax.random.key` and friends)."""
-    return jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)
+    return jax.numpy.issubdtype(dtype, jax.dtypes.prng_key)
 
 
 def wrap_key_data(data, key_dtype):

@@ -10,7 +10,7 @@ recorded from JAX 0.4.30 (scripts/record_messages.py).
 from __future__ import annotations
 
 import collections
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 
 from pmapc.lowering import jax_api
 
@@ -72,7 +72,7 @@ def out_axes_not_a_prefix(out_axes, outputs) -> str:
         "output.")
 
 
-def unbound_axis(name: str, bound: Sequence[str]) -> str:
+def unbound_axis(name: Hashable, bound: Sequence[Hashable]) -> str:
     return (f"unbound axis name: {name}. The following axis names (e.g. defined by pmap) "
             f"are available to collective operations: {list(bound)}")
 

@@ -47,7 +47,8 @@ def mesh_of_nest(jaxpr, axis_name: str, axis_size: int, devices,
 def concrete(mesh: JaxMesh | AbstractMesh) -> JaxMesh:
     """The mesh with its devices; for an abstract one, the DeviceError of too few."""
     if isinstance(mesh, AbstractMesh):
-        runtime.pick_devices(pmapc_mesh(mesh), None, None)
+        pmapc = pmapc_mesh(mesh)
+        return runtime.jax_mesh(pmapc, runtime.pick_devices(pmapc, None, None))
     return mesh
 
 

@@ -16,6 +16,9 @@ Autodiff and batching rules live in `lowering/map_rules.py`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 from pmapc import collectives, dialect, hlo, ir, shapes
@@ -79,7 +82,7 @@ def _map_to_pmapc_ir(ctx, *operands, jaxpr, axis_name, axis_size, in_axes, out_a
     }
     attributes.update(dialect.map_config(dialect.axis_label(axis_name), axis_size, in_axes,
                                          out_axes))
-    b = unobserved(ir.InsertionPoint.current, ir.Location.current)
+    b = unobserved(ir.current_insertion_point(), ir.current_location())
     return b.create(dialect.CUSTOM_CALL, _flatten(operands), result_types, attributes).results
 
 
@@ -103,7 +106,7 @@ def _axes_of(params) -> tuple[tuple[str, ...], tuple[int, ...]]:
 
 def _collective_rule(collective: Collective):
     def rule(ctx, *operands, **params):
-        b = unobserved(ir.InsertionPoint.current, ir.Location.current)
+        b = unobserved(ir.current_insertion_point(), ir.current_location())
         operands = _flatten(operands)
         if not collective.takes_bool and any(aval.dtype == np.bool_ for aval in ctx.avals_in):
             raise _at_user_line(ArgumentError(
@@ -115,7 +118,7 @@ def _collective_rule(collective: Collective):
                 raise _at_user_line(AxisError(
                     f"'{collective.kind}' over a positional axis {positional} is not "
                     "supported; name the axis with pmapc.pmap or jax.vmap"))
-            operands = [hlo.reduce_dims(b, v, positional, collective.reducer)
+            operands = [hlo.reduce_dims(b, v, positional, collective.combiner)
                         for v in operands]
         if not named:
             return operands
@@ -137,13 +140,13 @@ def _identity_rule(ctx, *operands, **params):
     return operands
 
 
-def pmapc_ir_rules() -> list:
+def pmapc_ir_rules() -> list[tuple[jax_api.Primitive, Callable[..., Any]]]:
     """(primitive, rule) pairs that lower a traced program to pmapc IR.
 
     Maps become `@pmapc.map`, collectives `@pmapc.<kind>`; primitives that only
     mark how values vary or are laid out are identities.
     """
-    rules = [(map_p, _map_to_pmapc_ir)]
+    rules: list[tuple[jax_api.Primitive, Callable[..., Any]]] = [(map_p, _map_to_pmapc_ir)]
     rules.extend((jax_api.collective_primitive(collective), _collective_rule(collective))
                  for collective in collectives.ALL)
     rules.extend((p, _identity_rule) for p in jax_api.IDENTITY_PRIMITIVES)

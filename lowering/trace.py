@@ -14,25 +14,25 @@ import inspect
 import math
 import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 
 import jax
 import numpy as np
 
-from pmapc import collectives, ir, shapes
+from pmapc import collectives, dialect, ir, shapes
 from pmapc.errors import ArgumentError, AxisError, PmapcError, ShapeError
 from pmapc.lowering import jax_api, jax_messages, placement, primitives
 
 
 class _Active(threading.local):
     def __init__(self):
-        self.axes: list[tuple[str, int]] = []
+        self.axes: list[tuple[Hashable, int]] = []
 
 
 _active = _Active()
 
 
-def enclosing_axes() -> list[tuple[str, int]]:
+def enclosing_axes() -> list[tuple[Hashable, int]]:
     """The (name, size) of every map whose body is being traced, outermost first."""
     return _active.axes
 
@@ -279,7 +279,7 @@ def trace_body(spec: MapSpec, call: MappedCall):
     out_axes = broadcast_prefix(
         spec, "out_axes", spec.out_axes, outs,
         lambda: jax_messages.out_axes_not_a_prefix(spec.out_axes, outs))
-    out_axes = [_normalize_axis(spec, "out_axes", axis, len(aval.shape), "an output", extra=1)
+    out_axes = [_normalize_axis(spec, "out_axes", axis, jax_api.rank(aval), "an output", extra=1)
                 for axis, aval in zip(out_axes, closed.out_avals)]
     return closed, out_tree, out_axes
 
@@ -324,7 +324,7 @@ def _drop(shape, axis):
     return shape if axis is None else shape[:axis] + shape[axis + 1 :]
 
 
-def unbound_axis(name: str) -> AxisError:
+def unbound_axis(name: Hashable) -> AxisError:
     axes = [axis for axis, _ in enclosing_axes()]
     bound = ", ".join(f"'{axis}'" for axis in axes) or "none"
     return AxisError(jax_messages.explained(
@@ -338,11 +338,14 @@ def index_groups_error(refused: jax_api.RefusedIndexGroups) -> ShapeError | None
     sizes = dict(enclosing_axes())
     names = refused.axis_name
     names = tuple(names) if isinstance(names, (tuple, list)) else (names,)
-    if not all(name in sizes for name in names):
+    if refused.function is None or not all(name in sizes for name in names):
         return None
     size = math.prod(sizes[name] for name in names)
     groups = collectives.index_groups_from_jax(refused.index_groups)
-    where = shapes.describe_axes(names, size, groups)
+    if groups is None:
+        return None
+    labels = tuple(dialect.axis_label(name) for name in names)
+    where = shapes.describe_axes(labels, size, groups)
     try:
         shapes.check_index_groups(refused.function, groups, where, size, equal_sizes=False)
     except ShapeError as error:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import ClassVar, Protocol, TypeVar
+from typing import ClassVar, Protocol, TypeVar, cast
 
 from pmapc import ir
 from pmapc.errors import PipelineError
@@ -65,11 +65,11 @@ class Analyses:
         """`analysis(module)`, computed once while the IR stays as it is."""
         if analysis not in self._results:
             self._results[analysis] = analysis(module)
-        return self._results[analysis]
+        return cast(Result, self._results[analysis])
 
     def cached(self, analysis: Callable[[ir.Module], Result]) -> Result | None:
         """The result of `analysis` if it is at hand (None: it would have to be computed)."""
-        return self._results.get(analysis)
+        return cast("Result | None", self._results.get(analysis))
 
     def preserve(self, analysis: Callable[[ir.Module], Result], result: Result) -> None:
         """Say that `result` is `analysis(module)` for the IR the running pass leaves

@@ -90,9 +90,6 @@ class _BuiltOps:
             self.span = None
 
 
-NOT_RENAMED = object()  # a collective whose axis names are already its mesh axes
-
-
 class _Flattener:
     def __init__(self, module: ir.Module, nesting: Nesting, layout: Layout, split_entry: bool,
                  views: dialect.Views, rewriter: Rewriter, built: _BuiltOps):
@@ -116,8 +113,9 @@ class _Flattener:
         # Entry arguments and results passed split: (dimension, mesh axes).
         self.split_args: dict[ir.Value, tuple[int, tuple[str, ...]]] = {}
         self.result_splits: dict[int, tuple[int, tuple[str, ...]]] = {}
-        # (target, backend_config, scope) -> the config naming mesh axes, or NOT_RENAMED.
-        self.resolved: dict[tuple, object] = {}
+        # (target, backend_config, scope) -> the config naming mesh axes (None: the
+        # collective's axis names are already its mesh axes).
+        self.resolved: dict[tuple, ir.Attribute | None] = {}
 
     def run(self) -> OpIndex:
         """Flatten; the op index of the result."""
@@ -155,17 +153,19 @@ class _Flattener:
         attributes = op.attributes
         key = (attributes["call_target_name"], attributes["backend_config"], scope) if (
             "backend_config" in attributes) else None
-        resolved = self.resolved.get(key) if key is not None else None
-        if resolved is None:
+        if key is not None and key in self.resolved:
+            resolved = self.resolved[key]
+        else:
             resolved = self.mesh_axes_config(self.views.collective(op), scope)
             if key is not None:
                 self.resolved[key] = resolved
-        if resolved is not NOT_RENAMED:
+        if resolved is not None:
             attributes["backend_config"] = resolved
 
-    def mesh_axes_config(self, view: dialect.CollectiveView, scope: Chain):
+    def mesh_axes_config(self, view: dialect.CollectiveView,
+                         scope: Chain) -> ir.Attribute | None:
         """The config of `view` naming the mesh axes its axes resolve to in `scope`;
-        NOT_RENAMED when they are the same names."""
+        None when they are the same names."""
         mesh_axes: list[str] = []
         for axis in view.axes:
             position = Nesting.resolve(scope, axis)
@@ -174,7 +174,7 @@ class _Flattener:
                     axis, Nesting.bound_names(scope)), Category.AXIS)
             mesh_axes.extend(self.mesh_axes(scope[:position + 1]))
         if tuple(mesh_axes) == view.axes:
-            return NOT_RENAMED
+            return None
         return dialect.with_collective_axes(view.config, mesh_axes)
 
     def mesh_axes(self, chain: Chain) -> tuple[str, ...]:
@@ -291,9 +291,9 @@ class _Flattener:
         index_type = ir.tensor_type([], ir.i32_type())
         index = dialect.create_collective(b, collectives.AXIS_INDEX.kind, [], [index_type],
                                           list(axes), collectives.NoParams())
-        zero = hlo.i32_scalar(b, 0) if len(shape) > 1 else None
-        starts = [zero] * len(shape)
-        starts[in_axis] = index.result
+        # The device's index along the mapped dimension, 0 along the others (if any).
+        zero = hlo.i32_scalar(b, 0) if len(shape) > 1 else index.result
+        starts = [index.result if dim == in_axis else zero for dim in range(len(shape))]
         shape[in_axis] = 1
         sliced = hlo.dynamic_slice(b, operand, starts, shape)
         return hlo.drop_dim(b, sliced, in_axis)

@@ -192,7 +192,7 @@ class Lowering:
 
 def lower_reduction(lowering: Lowering, view: CollectiveView, b: Builder) -> list[ir.Value]:
     results = []
-    groups, reducer = lowering.groups(view), view.collective.reducer
+    groups, reducer = lowering.groups(view), view.collective.combiner
     for operand in view.op.operands:
         key = ("stablehlo.all_reduce", reducer, operand.type, groups)
         op = lowering.cloned(key, b)
@@ -230,7 +230,7 @@ def lower_psum_scatter(lowering: Lowering, view: CollectiveView, b: Builder
     attributes = {"scatter_dimension": ir.i64_attr(dim), "replica_groups": lowering.groups(view)}
     op = b.create("stablehlo.reduce_scatter", [operand],
                   [ir.tensor_type(scattered_shape, element_type)], attributes, regions=1)
-    hlo.build_reducer(b, op.regions[0], element_type, view.collective.reducer)
+    hlo.build_reducer(b, op.regions[0], element_type, view.collective.combiner)
     return [hlo.reshape(b, op.result, ir.shape_of(result_type))]
 
 

@@ -108,6 +108,7 @@ class _Walker:
 
     def visit_function(self, name: str, scope: Chain, caller: ir.Operation | None) -> None:
         if name in self.path:
+            assert caller is not None, "the entry function is the only one with no caller"
             cycle = " -> ".join(f"@{n}" for n in [*self.path[self.path.index(name) :], name])
             raise dialect.error_at(caller, f"recursive call {cycle}; maps and calls "
                                    "must not call themselves")

@@ -80,6 +80,8 @@ def own_slice_of(op: ir.Operation) -> tuple[str, int] | None:
     source, *starts = op.operands
     shape = ir.shape_of(source.type)
     sizes = ir.as_i64_array(op.attributes["slice_sizes"])
+    if sizes is None:
+        return None
     found = None
     for dim, (start, size) in enumerate(zip(starts, sizes)):
         axes = axis_index_axes(start)

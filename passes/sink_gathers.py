@@ -113,19 +113,22 @@ def push_below_elementwise(op: ir.Operation, rewriter: Rewriter) -> ir.Operation
     """`f(all_gather(x), uniform...)` -> `all_gather(f(x, uniform...))`; the new gather."""
     if op.name not in ELEMENTWISE:
         return None
-    gathered = [i for i, v in enumerate(op.operands) if patterns.untiled_gather(v)]
-    if len(gathered) != 1 or len(list(op.operands[gathered[0]].uses)) != 1:
+    gathers = [(i, found) for i, v in enumerate(op.operands)
+               if (found := patterns.untiled_gather(v)) is not None]
+    if len(gathers) != 1:
         return None
-    others = [v for i, v in enumerate(op.operands) if i != gathered[0]]
+    position, (gather, axis, dim) = gathers[0]
+    if len(list(op.operands[position].uses)) != 1:
+        return None
+    others = [v for i, v in enumerate(op.operands) if i != position]
     if not all(is_uniform(v) for v in others):
         return None
-    gather, axis, dim = patterns.untiled_gather(op.operands[gathered[0]])
     block = gather.operands[0]
     b = rewriter.before(op)
-    operands = [block if i == gathered[0] else uniform_like(b, v, block)
+    operands = [block if i == position else uniform_like(b, v, block)
                 for i, v in enumerate(op.operands)]
     result_type = ir.tensor_type(ir.shape_of(block.type), ir.element_type_of(op.results[0].type))
-    attributes = {named.name: named.attr for named in op.attributes}
+    attributes = ir.attributes_of(op)
     local = b.create(op.name, operands, [result_type], attributes)
     return regather(op, gather, local.result, axis, dim, rewriter)
 
@@ -174,8 +177,10 @@ def is_uniform(value: ir.Value) -> bool:
 def uniform_like(b: Builder, value: ir.Value, block: ir.Value) -> ir.Value:
     """A uniform `value` (see is_uniform) shaped like `block`."""
     producer = patterns.defining_op(value)
+    assert producer is not None, "a uniform value has a defining op"
     result_type = ir.tensor_type(ir.shape_of(block.type), ir.element_type_of(value.type))
     if producer.name == "stablehlo.broadcast_in_dim":
         return hlo.broadcast_scalar(b, producer.operands[0], result_type)
     splat = ir.splat_value(producer.attributes["value"])
+    assert splat is not None, "a uniform constant is a splat"
     return hlo.constant(b, ir.splat_attr(result_type, splat), result_type)

@@ -44,7 +44,7 @@ def pmap(
     in_axes=0,
     out_axes=0,
     static_broadcasted_argnums: int | Sequence[int] = (),
-    devices: Sequence[jax.Device] | None = None,
+    devices: Sequence[xla.Device] | None = None,
     backend: str | None = None,
     axis_size: int | None = None,
     donate_argnums: int | Sequence[int] = (),

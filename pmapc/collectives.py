@@ -172,6 +172,12 @@ class Collective:
     def takes_index_groups(self) -> bool:
         return issubclass(self.params_type, Grouped)
 
+    @property
+    def combiner(self) -> str:
+        """`reducer`, for a kind that combines values (an all-reduce or psum_scatter)."""
+        assert self.reducer is not None, f"'{self.kind}' combines no values"
+        return self.reducer
+
     def acting_size(self, params: Params, group_size: int) -> int:
         """How many devices act together over axes of `group_size` devices: the size of
         an index group where `axis_index_groups` splits the group (the gathered, scattered
@@ -218,7 +224,7 @@ def _all_to_all_from_jax(jax_params: Mapping[str, object]) -> dict[str, object]:
             "tiled": True}
 
 
-def _ppermute_from_jax(jax_params: Mapping[str, object]) -> dict[str, object]:
+def _ppermute_from_jax(jax_params: Mapping[str, Any]) -> dict[str, object]:
     return {"perm": tuple(tuple(pair) for pair in jax_params["perm"])}
 
 

@@ -112,7 +112,7 @@ def collective_of(op: ir.Operation) -> Collective | None:
 
 
 def _collective_of_target(target: str | None) -> Collective | None:
-    if not is_pmapc_target(target):
+    if target is None or not is_pmapc_target(target):
         return None
     return collectives.BY_KIND.get(target.removeprefix("pmapc."))
 
@@ -357,7 +357,7 @@ def _read_string_list(attr: ir.Attribute) -> tuple[str, ...] | None:
     names = [ir.as_string(item) for item in items]
     if any(name is None or name == "" for name in names):
         return None
-    return tuple(names)
+    return tuple(name for name in names if name is not None)
 
 
 def _read_int_lists(attr: ir.Attribute) -> list[tuple[int, ...]] | None:
@@ -383,7 +383,7 @@ def _read_pairs(attr: ir.Attribute) -> tuple[tuple[int, int], ...] | None:
     pairs = _read_int_lists(attr)
     if pairs is None or any(len(pair) != 2 for pair in pairs):
         return None
-    return tuple(pairs)
+    return tuple((source, target) for source, target in pairs)
 
 
 def _read_index_groups(attr: ir.Attribute) -> collectives.IndexGroups | None:

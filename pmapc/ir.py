@@ -12,8 +12,10 @@ import contextlib
 import ctypes
 import io
 from collections.abc import Collection, Iterator, Sequence
+from typing import Any, cast
 
 import numpy as np
+import numpy.typing as npt
 from jaxlib.mlir import ir
 from jaxlib.mlir import passmanager as _passmanager
 from jaxlib.mlir._mlir_libs import _jax_mlir_ext
@@ -115,14 +117,26 @@ def verify(module: ir.Module, filename: str = "-") -> None:
         raise DiagnosticError(diagnostics_of(error, filename)) from None
 
 
-def print_module(module: ir.Module, debug_info: bool = False) -> str:
-    return module.operation.get_asm(enable_debug_info=debug_info)
+def print_module(module: ir.Module | ir.Operation, debug_info: bool = False) -> str:
+    """A module (or a detached copy of one) as text; `debug_info` adds locations."""
+    op = module.operation if isinstance(module, ir.Module) else module
+    return str(op.get_asm(enable_debug_info=debug_info))
+
+
+def current_insertion_point() -> ir.InsertionPoint:
+    """The insertion point set by the innermost `with InsertionPoint(...)`."""
+    return ir.InsertionPoint.current  # pyright: ignore[reportReturnType]
+
+
+def current_location() -> ir.Location:
+    """The location set by the innermost `with Location...`."""
+    return ir.Location.current  # pyright: ignore[reportReturnType]
 
 
 def reparsed(module_op: ir.Operation) -> ir.Module:
     """A copy of a module op that shares nothing with it: its generic text, locations
     included, parsed in a new context (slow; for replaying a failure)."""
-    text = module_op.get_asm(enable_debug_info=True, print_generic_op_form=True)
+    text = str(module_op.get_asm(enable_debug_info=True, print_generic_op_form=True))
     return parse_module(text, make_context())
 
 
@@ -161,7 +175,7 @@ def source_loc(location: ir.Location | None, filename: str = "-") -> SourceLoc |
         return source_loc(location.callee, filename) or source_loc(location.caller, filename)
     if isinstance(location, ir.FusedLoc):
         for part in location.locations:
-            found = source_loc(part, filename)
+            found = source_loc(cast(ir.Location, part), filename)
             if found is not None:
                 return found
     return None
@@ -249,7 +263,7 @@ def dtype_name(element_type: ir.Type) -> str | None:
         return f"{'uint' if integer.is_unsigned else 'int'}{integer.width}"
     if isinstance(element_type, ir.ComplexType):
         part = dtype_name(ir.ComplexType(element_type).element_type)
-        return {"float32": "complex64", "float64": "complex128"}.get(part)
+        return {"float32": "complex64", "float64": "complex128"}.get(part or "")
     return None
 
 
@@ -298,10 +312,17 @@ def dict_attr(values: dict[str, ir.Attribute]) -> ir.Attribute:
     return ir.DictAttr.get(dict(values))
 
 
-def dense_i64_attr(values: np.ndarray) -> ir.Attribute:
+def dense_i64_attr(values: npt.ArrayLike) -> ir.Attribute:
     """A dense i64 tensor attribute, e.g. a replica-group matrix."""
-    array = np.asarray(values, dtype=np.int64)
-    return ir.DenseElementsAttr.get(np.ascontiguousarray(array), type=i64_type())
+    array = np.ascontiguousarray(np.asarray(values, dtype=np.int64))
+    return _dense_elements(array, i64_type())
+
+
+def _dense_elements(array: np.ndarray, element_type: ir.Type) -> ir.Attribute:
+    """A dense elements attribute holding `array` (the bindings' stubs type `get` with
+    attribute lists only, though it takes a buffer)."""
+    get: Any = ir.DenseElementsAttr.get
+    return get(array, type=element_type)
 
 
 def dense_i64_array_attr(values: Sequence[int]) -> ir.Attribute:
@@ -315,7 +336,7 @@ def zero_attr(type_: ir.Type) -> ir.Attribute:
         return ir.DenseElementsAttr.get_splat(type_, ir.IntegerAttr.get(element, 0))
     if isinstance(element, ir.ComplexType):  # no scalar complex attribute to splat
         zeros = np.zeros(shape_of(type_), np.dtype(dtype_name(element)))
-        return ir.DenseElementsAttr.get(zeros, type=element)
+        return _dense_elements(zeros, element)
     return ir.DenseElementsAttr.get_splat(type_, ir.FloatAttr.get(element, 0.0))
 
 
@@ -332,6 +353,11 @@ def integer_splat_attr(type_: ir.Type, value: int) -> ir.Attribute:
 
 def scalar_i32_attr(value: int) -> ir.Attribute:
     return ir.DenseElementsAttr.get_splat(tensor_type([], i32_type()), i32_attr(value))
+
+
+def attributes_of(op: ir.Operation) -> dict[str, ir.Attribute]:
+    """An op's attributes by name (iterating `op.attributes` yields only the names)."""
+    return dict(op.attributes.items())
 
 
 def as_dict(attr: ir.Attribute | None) -> dict[str, ir.Attribute] | None:
@@ -376,7 +402,8 @@ def as_dense_values(attr: ir.Attribute) -> list | None:
     if not isinstance(attr, (ir.DenseIntElementsAttr, ir.DenseFPElementsAttr)):
         return None
     if attr.is_splat:
-        return [attr.get_splat_value().value]
+        splat: Any = attr.get_splat_value()  # an IntegerAttr or a FloatAttr
+        return [splat.value]
     return [attr[i] for i in range(len(attr))]
 
 
@@ -544,9 +571,9 @@ def detached_clone(op: ir.Operation) -> ir.Operation:
     return op.clone(ip=False)
 
 
-def symbol_name(function: ir.Operation) -> str:
+def symbol_name(function: ir.Operation | ir.OpView) -> str:
     """A func.func's name."""
-    return as_string(function.attributes["sym_name"])
+    return ir.StringAttr(function.attributes["sym_name"]).value
 
 
 def functions(module: ir.Module) -> dict[str, ir.Operation]:
@@ -599,13 +626,17 @@ def enclosing_function(op: ir.Operation) -> ir.Operation:
     """The func.func that holds `op` (or `op` itself, if it is one)."""
     op = op.operation  # a func.func's OpView names the function by `name`
     while op.name != "func.func":
-        op = op.parent.operation
+        parent = op.parent
+        assert parent is not None, f"'{op.name}' stands in no function"
+        op = parent.operation
     return op
 
 
 def terminator(block: ir.Block) -> ir.Operation:
     """The last op of a block (e.g. a function's func.return), found without a walk."""
-    return ir.InsertionPoint.at_block_terminator(block).ref_operation
+    last = ir.InsertionPoint.at_block_terminator(block).ref_operation
+    assert last is not None, "a block without a terminator"
+    return last
 
 
 def function_type(func: ir.Operation) -> ir.FunctionType:

@@ -40,7 +40,9 @@ def refine(factors: Sequence[int], sizes: Sequence[int]) -> tuple[int, ...] | No
     b = pending_b.pop() if pending_b else None
     while a is not None or b is not None:
         if a is None or b is None:
-            out.append(a if b is None else b)
+            rest = a if a is not None else b
+            assert rest is not None  # the loop runs while one is left
+            out.append(rest)
             take_a, take_b = b is None, a is None
         elif a == b:
             out.append(a)

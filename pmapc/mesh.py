@@ -98,7 +98,7 @@ def axis_index_of(mesh: Mesh, axes: tuple[str, ...], device: int) -> int:
 
 
 def permutation_pairs(
-    mesh: Mesh, axes: tuple[str, ...], perm: list[tuple[int, int]]
+    mesh: Mesh, axes: tuple[str, ...], perm: Sequence[tuple[int, int]]
 ) -> list[tuple[int, int]]:
     """Expand a ppermute over group positions into (source, target) device pairs.
 

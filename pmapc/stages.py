@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import TypeAlias
 
 import jax
 
@@ -22,6 +23,8 @@ from pmapc.errors import DeviceError
 from pmapc.lowering import jax_api, trace
 from pmapc.lowering.locations import at_user_call_site
 
+PyTreeDef: TypeAlias = jax.tree_util.PyTreeDef  # pyright: ignore[reportInvalidTypeForm]
+
 PMAPC_DIALECTS = ("stablehlo", "hlo")  # besides the stage names of `Lowered.stages`
 
 
@@ -30,10 +33,10 @@ class CallSignature:
     """What a staged call takes and gives, as `jax.stages` reports it: trees of
     (args, kwargs) without the static arguments, and of the results."""
 
-    in_tree: object
+    in_tree: PyTreeDef
     in_avals: tuple  # flat, in in_tree's order (a typed PRNG key's aval is a key's)
     arg_names: tuple[str, ...]  # flat, as JAX names them: 'x', "y['hi']"
-    out_tree: object
+    out_tree: PyTreeDef
     out_info: object  # a tree of jax.ShapeDtypeStruct
     args_info: object
     donate_argnums: tuple[int, ...]
@@ -85,7 +88,7 @@ class Lowered(_Signed):
     """A traced program and the IR after each stage."""
 
     def __init__(self, compilation: driver.Compilation, signature: CallSignature,
-                 devices: Sequence[jax.Device] | None, backend: str | None):
+                 devices: Sequence[xla.Device] | None, backend: str | None):
         self.compilation = compilation
         self.signature = signature
         self.devices = devices
@@ -112,7 +115,7 @@ class Lowered(_Signed):
         if dialect == "stablehlo" and not debug_info:
             return self.stages["stablehlo"]
         op = self._stage_op(dialect)
-        return op.get_asm(enable_debug_info=debug_info)
+        return ir.print_module(op, debug_info=debug_info)
 
     def compiler_ir(self, dialect: str | None = None):
         """The program as an object: 'stablehlo' (the default), a copy of the module

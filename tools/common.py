@@ -45,8 +45,8 @@ def report_error(prog: str, error: Exception, filename: str | None = None) -> in
     if isinstance(error, DiagnosticError):
         print(error.render(filename), file=sys.stderr)
         return 1
-    location = error.location if isinstance(error, PmapcError) else None
-    if location is not None:
+    if isinstance(error, PmapcError) and error.location is not None:
+        location = error.location
         print(f"{location.file}:{location.line}: error: {error.message}", file=sys.stderr)
         return 1
     print(f"{prog}: error: {error}", file=sys.stderr)

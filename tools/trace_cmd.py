@@ -103,6 +103,8 @@ def load_function(target: str):
     if not os.path.isfile(path):
         raise ValueError(f"no such file '{path}'")
     spec = importlib.util.spec_from_file_location("_pmapc_traced_module", path)
+    if spec is None or spec.loader is None:
+        raise ValueError(f"'{path}' is not a Python file Python can load; name a .py file")
     module = importlib.util.module_from_spec(spec)
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
     spec.loader.exec_module(module)

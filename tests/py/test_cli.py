@@ -74,6 +74,8 @@ def test_trace_emits_spmd(capsys):
     ("argv", "message"),
     [
         (["trace", "nofile.py:f", "--arg", "f32[2]"], "no such file"),
+        (["trace", f"{ROOT / 'examples' / 'nested_2x4.mlir'}:f", "--arg", "f32[2]"],
+         "is not a Python file Python can load; name a .py file"),
         (["trace", f"{QUICKSTART}:missing", "--arg", "f32[2]"], "defines no 'missing'"),
         (["trace", f"{QUICKSTART}:main", "--arg", "f32[2]"],
          "TypeError: main() takes 0 positional arguments but 1 was given"),

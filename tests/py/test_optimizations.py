@@ -72,6 +72,15 @@ def test_sink_gathers_moves_past_scaling_by_a_constant():
             'pmapc.split = [["data"], ["model"], []]})') in final
 
 
+def test_sink_gathers_moves_past_a_comparison_keeping_its_direction():
+    lowered = check_against_oracle(lambda inner, x: inner(x) > 2.0,
+                                   lambda y: jax.lax.psum(y, "data"), X)
+    final = lowered.as_text()
+    assert "all_gather" not in final
+    assert ('-> (tensor<1x1x8xi1> {jax.result_info = "result", '
+            'pmapc.split = [["data"], ["model"], []]})') in final
+
+
 def test_sink_gathers_moves_below_a_psum_over_the_outer_axis():
     lowered = check_against_oracle(lambda inner, x: jax.lax.psum(inner(x), "data"),
                                    lambda y: y * 2, X)

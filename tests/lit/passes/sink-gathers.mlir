@@ -117,6 +117,31 @@ module @scaled_after_gather {
 
 // -----
 
+// An elementwise op with attributes (compare's direction) keeps them when it
+// moves below the gather.
+// CHECK-LABEL: module @compared_after_gather
+// CHECK: -> (tensor<1x1x8xi1> {pmapc.split = {{\[}}["data"], ["model"], []]})
+// CHECK-NOT: pmapc.all_gather
+// CHECK: stablehlo.compare  GT, %{{.*}}, %{{.*}},  FLOAT : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xi1>
+// CHECK-NOT: pmapc.all_gather
+module @compared_after_gather {
+  func.func public @main(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xi1> {
+    %0 = stablehlo.custom_call @pmapc.map(%x) {called_computations = [@outer], api_version = 4 : i32, backend_config = {axis_name = "data", axis_size = 2 : i64, in_axes = [0], out_axes = [0]}} : (tensor<2x4x8xf32>) -> tensor<2x4x8xi1>
+    return %0 : tensor<2x4x8xi1>
+  }
+  func.func private @outer(%y: tensor<4x8xf32>) -> tensor<4x8xi1> {
+    %0 = stablehlo.custom_call @pmapc.map(%y) {called_computations = [@inner], api_version = 4 : i32, backend_config = {axis_name = "model", axis_size = 4 : i64, in_axes = [0], out_axes = [0]}} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+    %half = stablehlo.constant dense<5.000000e-01> : tensor<4x8xf32>
+    %1 = stablehlo.compare GT, %0, %half, FLOAT : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xi1>
+    return %1 : tensor<4x8xi1>
+  }
+  func.func private @inner(%z: tensor<8xf32>) -> tensor<8xf32> {
+    return %z : tensor<8xf32>
+  }
+}
+
+// -----
+
 // A non-uniform operand (the outer block itself) keeps the gather.
 // CHECK-LABEL: module @added_to_a_varying_value
 // CHECK: pmapc.all_gather
