@@ -55,13 +55,15 @@ def default_pipeline(target: str = DEFAULT_TARGET) -> tuple[Pass, ...]:
 KEPT_ANALYSES = {op_index: IndexKeeper, reduction_keys: ReductionKeys}
 
 
-def _equals_fresh(result, module: ir.Module, analysis) -> bool:
-    return analysis(module) == result
-
-
 # How run_passes(check_preserved=True) checks a preserved result against the IR: equal
 # to the analysis computed afresh, or, for a cache, what it holds holds.
-CONSISTENT = {reduction_keys: lambda known, module, _: reduction_keys_hold(known, module)}
+CONSISTENT = {reduction_keys: reduction_keys_hold}
+
+
+def holds(analysis: Callable[[ir.Module], object], result: object, module: ir.Module) -> bool:
+    """Whether `result`, kept or preserved, is right for `module` as it now is."""
+    check = CONSISTENT.get(analysis)
+    return check(result, module) if check is not None else analysis(module) == result
 
 
 # The stages every program needs; the others only move less data.
@@ -200,7 +202,7 @@ def run_passes(module: ir.Module, passes: Sequence[Pass], after_pass: AfterPass 
         preserved = analyses.preserved() if check_preserved else {}
         analyses.after_pass(changed)
         for analysis, result in preserved.items():
-            if not CONSISTENT.get(analysis, _equals_fresh)(result, module, analysis):
+            if not holds(analysis, result, module):
                 raise AssertionError(f"pass '{pass_.name}' preserved analysis "
                                      f"'{analysis.__name__}' but left it stale")
         if verify_each and changed:
