@@ -45,10 +45,16 @@ def prepare(workload: Workload) -> Prepared:
     shard_args = place(workload.shard_args, shard_shardings)
     pmapc_args = place(workload.pmapc_args, compiled.executable.in_shardings)
     return Prepared(
-        workload, compiled, pmapc_args, shard_args,
-        compile_s={"pmapc_lower": lower_s, "pmapc_xla_compile": compile_s,
-                   "shard_map_trace_lower": shard_lower_s,
-                   "shard_map_xla_compile": shard_compile_s},
+        workload,
+        compiled,
+        pmapc_args,
+        shard_args,
+        compile_s={
+            "pmapc_lower": lower_s,
+            "pmapc_xla_compile": compile_s,
+            "shard_map_trace_lower": shard_lower_s,
+            "shard_map_xla_compile": shard_compile_s,
+        },
         hlo={"pmapc": compiled.as_text(), "shard_map": shard_compiled.as_text()},
     )
 
@@ -65,8 +71,13 @@ def check_agreement(prepared: Prepared) -> float:
     largest = 0.0
     for ours, theirs in workload.comparable(pmapc_out, shard_out):
         ours, theirs = np.asarray(ours), np.asarray(theirs)
-        np.testing.assert_allclose(ours, theirs, rtol=RTOL, atol=ATOL,
-                                   err_msg=f"{workload.name}: pmapc and shard_map disagree")
+        np.testing.assert_allclose(
+            ours,
+            theirs,
+            rtol=RTOL,
+            atol=ATOL,
+            err_msg=f"{workload.name}: pmapc and shard_map disagree",
+        )
         largest = max(largest, float(np.max(np.abs(ours - theirs), initial=0.0)))
     return largest
 
@@ -74,11 +85,14 @@ def check_agreement(prepared: Prepared) -> float:
 def collectives(prepared: Prepared) -> dict:
     """Collective counts and bytes of both compiled programs, and the analytic minimum."""
     devices = prepared.workload.mesh_shape[0] * prepared.workload.mesh_shape[1]
-    result = {name: hlo_stats.collective_stats(text, devices).as_dict()
-              for name, text in prepared.hlo.items()}
-    result["minimum"] = {"parts": [{"what": what, "bytes": size}
-                                   for what, size in prepared.workload.minimum],
-                         "total_bytes": sum(size for _, size in prepared.workload.minimum)}
+    result = {
+        name: hlo_stats.collective_stats(text, devices).as_dict()
+        for name, text in prepared.hlo.items()
+    }
+    result["minimum"] = {
+        "parts": [{"what": what, "bytes": size} for what, size in prepared.workload.minimum],
+        "total_bytes": sum(size for _, size in prepared.workload.minimum),
+    }
     return result
 
 
@@ -88,10 +102,14 @@ def run(workload: Workload, warmup: int, rounds: int, hlo_dir: Path | None) -> d
     max_difference = check_agreement(prepared)
     if hlo_dir is not None:
         save_hlo(prepared, hlo_dir)
-    timed = timing.interleave({
-        "pmapc": (workload.pmapc_fn, prepared.pmapc_args),
-        "shard_map": (workload.shard_fn, prepared.shard_args),
-    }, warmup, rounds)
+    timed = timing.interleave(
+        {
+            "pmapc": (workload.pmapc_fn, prepared.pmapc_args),
+            "shard_map": (workload.shard_fn, prepared.shard_args),
+        },
+        warmup,
+        rounds,
+    )
     return {
         "name": workload.name,
         "description": workload.description,
@@ -106,12 +124,14 @@ def run(workload: Workload, warmup: int, rounds: int, hlo_dir: Path | None) -> d
 
 def timing_summary(timed: timing.Interleaved) -> dict:
     summary = timed.summary("shard_map")
-    return {"pmapc_median_s": summary["pmapc"]["median_s"],
-            "shard_map_median_s": summary["shard_map"]["median_s"],
-            "ratio_median": summary["pmapc"]["ratio_median"],
-            "ratio_p10": summary["pmapc"]["ratio_p10"],
-            "ratio_p90": summary["pmapc"]["ratio_p90"],
-            "rounds": len(timed.rounds)}
+    return {
+        "pmapc_median_s": summary["pmapc"]["median_s"],
+        "shard_map_median_s": summary["shard_map"]["median_s"],
+        "ratio_median": summary["pmapc"]["ratio_median"],
+        "ratio_p10": summary["pmapc"]["ratio_p10"],
+        "ratio_p90": summary["pmapc"]["ratio_p90"],
+        "rounds": len(timed.rounds),
+    }
 
 
 def save_hlo(prepared: Prepared, hlo_dir: Path) -> None:
@@ -125,11 +145,15 @@ def run_dispatch(workload: Workload, warmup: int, rounds: int) -> dict:
     """Warm calls of a tiny program: pmapc's user path and its Compiled, against jit."""
     prepared = prepare(workload)
     max_difference = check_agreement(prepared)
-    timed = timing.interleave({
-        "pmapc": (workload.pmapc_fn, prepared.pmapc_args),
-        "pmapc_compiled": (prepared.compiled, prepared.pmapc_args),
-        "shard_map": (workload.shard_fn, prepared.shard_args),
-    }, warmup, rounds)
+    timed = timing.interleave(
+        {
+            "pmapc": (workload.pmapc_fn, prepared.pmapc_args),
+            "pmapc_compiled": (prepared.compiled, prepared.pmapc_args),
+            "shard_map": (workload.shard_fn, prepared.shard_args),
+        },
+        warmup,
+        rounds,
+    )
     return {
         "name": workload.name,
         "description": workload.description,

@@ -69,10 +69,15 @@ def measure_once(count: int, compile_xla: bool) -> dict:
     traced_at = time.perf_counter()
     shard_lowered = shard_traced.lower()
     shard_s = time.perf_counter() - start
-    result = {"pmapc": pmapc_s, "shard_map": {"trace_lower_s": shard_s,
-                                              "trace_s": traced_at - start,
-                                              "lower_s": shard_s - (traced_at - start)},
-              "own_over_shard_map": pmapc_s["own_total_s"] / shard_s}
+    result = {
+        "pmapc": pmapc_s,
+        "shard_map": {
+            "trace_lower_s": shard_s,
+            "trace_s": traced_at - start,
+            "lower_s": shard_s - (traced_at - start),
+        },
+        "own_over_shard_map": pmapc_s["own_total_s"] / shard_s,
+    }
     if not compile_xla:
         return result
     compile_s, compiled = seconds(lowered.compile)
@@ -89,8 +94,9 @@ def measure_once(count: int, compile_xla: bool) -> dict:
 
 def agreement(ours, theirs) -> float:
     ours, theirs = np.asarray(ours), np.asarray(theirs)
-    np.testing.assert_allclose(ours, theirs, rtol=RTOL, atol=ATOL,
-                               err_msg="W4: pmapc and shard_map disagree")
+    np.testing.assert_allclose(
+        ours, theirs, rtol=RTOL, atol=ATOL, err_msg="W4: pmapc and shard_map disagree"
+    )
     return float(np.max(np.abs(ours - theirs)))
 
 
@@ -114,11 +120,16 @@ def fit(counts: list[int], times: list[float]) -> dict:
     """Least-squares line through (count, seconds), and how close to linear it is."""
     slope, intercept = np.polyfit(np.array(counts, float), np.array(times, float), 1)
     points = list(zip(counts, times, strict=True))
-    exponents = [float(np.log(t2 / t1) / np.log(c2 / c1))
-                 for (c1, t1), (c2, t2) in itertools.pairwise(points)]
-    return {"seconds_per_collective": float(slope), "intercept_s": float(intercept),
-            "us_per_collective": [1e6 * t / c for c, t in points],
-            "log_log_exponents": exponents}
+    exponents = [
+        float(np.log(t2 / t1) / np.log(c2 / c1))
+        for (c1, t1), (c2, t2) in itertools.pairwise(points)
+    ]
+    return {
+        "seconds_per_collective": float(slope),
+        "intercept_s": float(intercept),
+        "us_per_collective": [1e6 * t / c for c, t in points],
+        "log_log_exponents": exponents,
+    }
 
 
 def run(compiled_counts: list[int], stage_only_counts: list[int], reps: int) -> dict:
@@ -136,5 +147,6 @@ def run(compiled_counts: list[int], stage_only_counts: list[int], reps: int) -> 
         "sizes": {str(c): sizes[c] for c in counts},
         "fit_pmapc_own": fit(counts, [sizes[c]["pmapc"]["own_total_s"] for c in counts]),
         "fit_shard_map_trace_lower": fit(
-            counts, [sizes[c]["shard_map"]["trace_lower_s"] for c in counts]),
+            counts, [sizes[c]["shard_map"]["trace_lower_s"] for c in counts]
+        ),
     }

@@ -26,8 +26,21 @@ import re
 KINDS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
 
 DTYPE_BYTES = {
-    "pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2,
-    "s32": 4, "u32": 4, "f32": 4, "s64": 8, "u64": 8, "f64": 8, "c64": 8, "c128": 16,
+    "pred": 1,
+    "s8": 1,
+    "u8": 1,
+    "s16": 2,
+    "u16": 2,
+    "f16": 2,
+    "bf16": 2,
+    "s32": 4,
+    "u32": 4,
+    "f32": 4,
+    "s64": 8,
+    "u64": 8,
+    "f64": 8,
+    "c64": 8,
+    "c128": 16,
 }
 
 _COMPUTATION = re.compile(r"^(?:ENTRY\s+)?%?([\w.\-]+)\s*\(.*\{\s*$")
@@ -39,8 +52,10 @@ _MESH_GROUPS = re.compile(r"replica_groups=mesh\[([^\]]*)\]\s*\{([^}]*)\}")
 _MESH_AXIS = re.compile(r"'([^']*)'=(\d+)")
 _AXIS_REF = re.compile(r"'([^']*)'(?::\((\d+)\)(\d+))?")  # 'x', or a sub-axis 'x':(1)2
 _DEVICE_COUNT = re.compile(r"(?:replica_count|num_partitions)=(\d+)")
-_CALLEE = re.compile(r"\b(body|condition|calls|to_apply|true_computation|false_computation)"
-                     r"=%?([\w.\-]+)")
+_CALLEE = re.compile(
+    r"\b(body|condition|calls|to_apply|true_computation|false_computation)"
+    r"=%?([\w.\-]+)"
+)
 _BRANCHES = re.compile(r"branch_computations=\{([^}]*)\}")
 _TRIP_COUNT = re.compile(r'"known_trip_count":\{"n":"(\d+)"\}')
 
@@ -213,8 +228,12 @@ def collective_stats(hlo_text: str, device_count: int | None = None) -> Collecti
     """Count the collectives of optimized HLO text by kind and price them per step."""
     parsed = parse(hlo_text, device_count)
     times = executions_per_step(parsed)
-    stats = CollectiveStats(dict.fromkeys(KINDS, 0), dict.fromkeys(KINDS, 0),
-                            dict.fromkeys(KINDS, 0.0), describe_loops(parsed))
+    stats = CollectiveStats(
+        dict.fromkeys(KINDS, 0),
+        dict.fromkeys(KINDS, 0),
+        dict.fromkeys(KINDS, 0.0),
+        describe_loops(parsed),
+    )
     for collective in parsed.collectives:
         runs = times.get(collective.computation, 0)
         stats.static_count[collective.kind] += 1

@@ -38,21 +38,41 @@ DEFAULT_JSON = Path(__file__).parent / "results" / "latest.json"
 MODES = {
     # warm-up rounds, timed rounds (A/B pairs), W4 sizes compiled by XLA, W4 sizes through
     # pmapc's own stages only, W4 repetitions up to 1000 collectives, dispatch warm-up/rounds
-    "full": {"warmup": 7, "rounds": 21, "compiled_counts": [10, 100, 1000],
-             "stage_only_counts": [10000], "reps": 3, "dispatch": (20, 200)},
-    "quick": {"warmup": 3, "rounds": 7, "compiled_counts": [10, 100],
-              "stage_only_counts": [], "reps": 1, "dispatch": (10, 50)},
+    "full": {
+        "warmup": 7,
+        "rounds": 21,
+        "compiled_counts": [10, 100, 1000],
+        "stage_only_counts": [10000],
+        "reps": 3,
+        "dispatch": (20, 200),
+    },
+    "quick": {
+        "warmup": 3,
+        "rounds": 7,
+        "compiled_counts": [10, 100],
+        "stage_only_counts": [],
+        "reps": 1,
+        "dispatch": (10, 50),
+    },
 }
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true",
-                        help="fewer pairs, W4 up to 100 collectives (about 1-2 minutes)")
-    parser.add_argument("--json", type=Path, default=DEFAULT_JSON,
-                        help=f"where to write the raw figures (default {DEFAULT_JSON})")
-    parser.add_argument("--workloads", default=",".join(ALL),
-                        help=f"comma-separated subset of {','.join(ALL)}")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="fewer pairs, W4 up to 100 collectives (about 1-2 minutes)",
+    )
+    parser.add_argument(
+        "--json",
+        type=Path,
+        default=DEFAULT_JSON,
+        help=f"where to write the raw figures (default {DEFAULT_JSON})",
+    )
+    parser.add_argument(
+        "--workloads", default=",".join(ALL), help=f"comma-separated subset of {','.join(ALL)}"
+    )
     args = parser.parse_args(argv)
     args.workloads = [w.strip() for w in args.workloads.split(",") if w.strip()]
     unknown = sorted(set(args.workloads) - set(ALL))
@@ -88,8 +108,7 @@ def run_step_workloads(names: list[str], settings: dict, hlo_dir: Path) -> list[
     for name in (n for n in names if n in ("W1", "W2", "W3")):
         for workload in workloads.standard(name):
             print(f"... {workload.name}: {workload.description}", flush=True)
-            results.append(compare.run(workload, settings["warmup"], settings["rounds"],
-                                       hlo_dir))
+            results.append(compare.run(workload, settings["warmup"], settings["rounds"], hlo_dir))
     return results
 
 
@@ -116,10 +135,13 @@ def run_dispatch(settings: dict) -> dict:
 def run_scaling(settings: dict) -> dict:
     counts = settings["compiled_counts"] + settings["stage_only_counts"]
     print(f"... W4: compile scaling at {counts} collectives", flush=True)
-    result = compile_scaling.run(settings["compiled_counts"], settings["stage_only_counts"],
-                                 settings["reps"])
-    section("W4 compile scaling (s; medians of builds, each pmapc then shard_map; sizes "
-            "above 1000 built once; '-': not compiled)")
+    result = compile_scaling.run(
+        settings["compiled_counts"], settings["stage_only_counts"], settings["reps"]
+    )
+    section(
+        "W4 compile scaling (s; medians of builds, each pmapc then shard_map; sizes "
+        "above 1000 built once; '-': not compiled)"
+    )
     print(report.scaling_table(result))
     print()
     print(report.pass_table(result))

@@ -60,12 +60,18 @@ class Interleaved:
         return result
 
     def raw(self) -> dict:
-        return {name: {"ready_s": self.series(name, "ready"),
-                       "returned_s": self.series(name, "returned")} for name in self.names}
+        return {
+            name: {
+                "ready_s": self.series(name, "ready"),
+                "returned_s": self.series(name, "returned"),
+            }
+            for name in self.names
+        }
 
 
-def interleave(calls: dict[str, tuple[Callable, Sequence]], warmup: int,
-               rounds: int) -> Interleaved:
+def interleave(
+    calls: dict[str, tuple[Callable, Sequence]], warmup: int, rounds: int
+) -> Interleaved:
     """Run every (function, args) once per round, in a shuffled order; drop the warm-ups.
 
     On 2 cores a call's time depends on where it stands: first in a round, or

@@ -43,8 +43,9 @@ print(json.dumps({{"trace_s": stages["trace_s"], "passes_s": sum(stages["passes_
 def build_once(python: str, count: int) -> dict:
     code = CHILD.format(benchmarks=str(HERE), count=count)
     # Run outside either checkout, so that the current directory shadows neither pmapc.
-    out = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True,
-                         cwd=tempfile.gettempdir())
+    out = subprocess.run(
+        [python, "-c", code], capture_output=True, text=True, check=True, cwd=tempfile.gettempdir()
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

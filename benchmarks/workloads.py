@@ -51,8 +51,9 @@ def mesh_of(data: int, model: int) -> Mesh:
 
 
 def shard_map_jit(body: Callable, mesh: Mesh, in_specs, out_specs) -> Callable:
-    return jax.jit(jax.shard_map(body, mesh=mesh, in_specs=in_specs, out_specs=out_specs,
-                                 check_vma=False))
+    return jax.jit(
+        jax.shard_map(body, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_vma=False)
+    )
 
 
 def nested(body: Callable, inner_in_axes=0) -> Callable:
@@ -97,16 +98,22 @@ def mlp(data: int, model: int, batch=64, d_in=256, hidden=512, d_out=256) -> Wor
         description=f"MLP SGD step, batch {batch}/data shard, {d_in}->{hidden}->{d_out}",
         mesh_shape=(data, model),
         pmapc_fn=nested(mlp_local_step, inner_in_axes=(0, 0, None, None)),
-        pmapc_args=(*per_device_blocks(w1, w2, data, model), x.reshape(data, batch, d_in),
-                    y.reshape(data, batch, d_out)),
-        shard_fn=shard_map_jit(mlp_local_step, mesh_of(data, model), specs,
-                               (P(None, "model"), P("model", None), P())),
+        pmapc_args=(
+            *per_device_blocks(w1, w2, data, model),
+            x.reshape(data, batch, d_in),
+            y.reshape(data, batch, d_out),
+        ),
+        shard_fn=shard_map_jit(
+            mlp_local_step, mesh_of(data, model), specs, (P(None, "model"), P("model", None), P())
+        ),
         shard_args=(w1, w2, x, y),
         shard_in_specs=specs,
         comparable=partial(mlp_comparable, data, model),
-        minimum=[("psum over model of activations", cost("all-reduce", model, activations)),
-                 ("its transpose (grad of psum is psum)", cost("all-reduce", model, activations)),
-                 ("psum over data of gradients + loss", cost("all-reduce", data, gradients))],
+        minimum=[
+            ("psum over model of activations", cost("all-reduce", model, activations)),
+            ("its transpose (grad of psum is psum)", cost("all-reduce", model, activations)),
+            ("psum over data of gradients + loss", cost("all-reduce", data, gradients)),
+        ],
     )
 
 
@@ -116,8 +123,10 @@ def per_device_blocks(w1, w2, data: int, model: int) -> tuple[np.ndarray, np.nda
     block = hidden // model
     w1_blocks = w1.reshape(d_in, model, block).transpose(1, 0, 2)
     w2_blocks = w2.reshape(model, block, d_out)
-    return (np.broadcast_to(w1_blocks, (data, *w1_blocks.shape)).copy(),
-            np.broadcast_to(w2_blocks, (data, *w2_blocks.shape)).copy())
+    return (
+        np.broadcast_to(w1_blocks, (data, *w1_blocks.shape)).copy(),
+        np.broadcast_to(w2_blocks, (data, *w2_blocks.shape)).copy(),
+    )
 
 
 def mlp_comparable(data: int, model: int, pm, sm) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -125,9 +134,11 @@ def mlp_comparable(data: int, model: int, pm, sm) -> list[tuple[np.ndarray, np.n
     (d_in, hidden), d_out = sm[0].shape, sm[1].shape[1]
     pm_w1 = np.asarray(pm[0]).transpose(0, 2, 1, 3).reshape(data, d_in, hidden)
     pm_w2 = np.asarray(pm[1]).reshape(data, hidden, d_out)
-    return [(pm_w1, np.broadcast_to(sm[0], pm_w1.shape)),
-            (pm_w2, np.broadcast_to(sm[1], pm_w2.shape)),
-            (np.asarray(pm[2]), np.broadcast_to(sm[2], (data, model)))]
+    return [
+        (pm_w1, np.broadcast_to(sm[0], pm_w1.shape)),
+        (pm_w2, np.broadcast_to(sm[1], pm_w2.shape)),
+        (np.asarray(pm[2]), np.broadcast_to(sm[2], (data, model))),
+    ]
 
 
 # -- W2: un-shard heavy: the outer body reads a large stacked inner output ----------------
@@ -172,8 +183,9 @@ def unshard(variant: str, data=2, model=4, per_device=1 << 20) -> Workload:
     stacked = model * per_device * F32
     if variant == "sum":
         pmapc_fn, shard_fn = stack_then_sum, shard_map_jit(gathered_sum, mesh, specs, P("data"))
-        minimum = [("all-gather over model of the per-device array",
-                    cost("all-gather", model, stacked))]
+        minimum = [
+            ("all-gather over model of the per-device array", cost("all-gather", model, stacked))
+        ]
     else:
         pmapc_fn, shard_fn = stack_then_scale, shard_map_jit(scaled, mesh, specs, specs[0])
         minimum = [("none: the stack only leaves the program", 0.0)]
@@ -181,7 +193,10 @@ def unshard(variant: str, data=2, model=4, per_device=1 << 20) -> Workload:
         name=f"W2 unshard-{variant} {data}x{model}",
         description=f"inner map returns {per_device} f32/device; outer body {variant}s the stack",
         mesh_shape=(data, model),
-        pmapc_fn=pmapc_fn, pmapc_args=(x,), shard_fn=shard_fn, shard_args=(x,),
+        pmapc_fn=pmapc_fn,
+        pmapc_args=(x,),
+        shard_fn=shard_fn,
+        shard_args=(x,),
         shard_in_specs=specs,
         comparable=lambda pm, sm: [(np.asarray(pm), np.asarray(sm))],
         minimum=minimum,
@@ -206,8 +221,9 @@ def tiny_psums(x):
     return jax.lax.psum(jax.lax.psum(x, "data") * 0.5, "model")
 
 
-def small_collectives(name: str, body: Callable, psums_per_axis: int, data=2, model=4,
-                      width=16) -> Workload:
+def small_collectives(
+    name: str, body: Callable, psums_per_axis: int, data=2, model=4, width=16
+) -> Workload:
     """A body of tiny psums on a [data, model, width] f32 array."""
     x = np.arange(data * model * width, dtype=np.float32).reshape(data, model, width) / 100
     specs = (P("data", "model"),)
@@ -216,20 +232,29 @@ def small_collectives(name: str, body: Callable, psums_per_axis: int, data=2, mo
         name=name,
         description=f"{2 * psums_per_axis} psums of {width} f32, alternating data/model",
         mesh_shape=(data, model),
-        pmapc_fn=nested(body), pmapc_args=(x,),
-        shard_fn=shard_map_jit(body, mesh_of(data, model), specs, specs[0]), shard_args=(x,),
+        pmapc_fn=nested(body),
+        pmapc_args=(x,),
+        shard_fn=shard_map_jit(body, mesh_of(data, model), specs, specs[0]),
+        shard_args=(x,),
         shard_in_specs=specs,
         comparable=lambda pm, sm: [(np.asarray(pm), np.asarray(sm))],
-        minimum=[(f"{psums_per_axis} psums over data", psums_per_axis * cost(
-                     "all-reduce", data, payload)),
-                 (f"{psums_per_axis} psums over model", psums_per_axis * cost(
-                     "all-reduce", model, payload))],
+        minimum=[
+            (
+                f"{psums_per_axis} psums over data",
+                psums_per_axis * cost("all-reduce", data, payload),
+            ),
+            (
+                f"{psums_per_axis} psums over model",
+                psums_per_axis * cost("all-reduce", model, payload),
+            ),
+        ],
     )
 
 
 def latency_loop(trips=100) -> Workload:
-    return small_collectives(f"W3 fori {2 * trips} psums 2x4",
-                             alternating_psum_loop(2, 4, trips), trips)
+    return small_collectives(
+        f"W3 fori {2 * trips} psums 2x4", alternating_psum_loop(2, 4, trips), trips
+    )
 
 
 def dispatch_step() -> Workload:

@@ -1,13 +1,13 @@
 """The compiler driver: from a traced module to something that runs.
 
-    trace      lowering/trace.py: a Python function -> pmapc IR
-    passes     compiler/pipeline.py's `default_pipeline`: verify, flatten the
-               maps, move less data, lower the collectives, pick the target form
-    embed      compiler/embed.py: inside jax.jit, the per-device program in a
-               shard_map over the mesh (JAX compiles and runs it)
-    compile    compiler/xla.py: XLA, one partition (or replica) per device,
-               for `Lowered.compile()` and `pmapc run`
-    execute    compiler/runtime.py: place inputs, run, assemble outputs
+trace      lowering/trace.py: a Python function -> pmapc IR
+passes     compiler/pipeline.py's `default_pipeline`: verify, flatten the
+           maps, move less data, lower the collectives, pick the target form
+embed      compiler/embed.py: inside jax.jit, the per-device program in a
+           shard_map over the mesh (JAX compiles and runs it)
+compile    compiler/xla.py: XLA, one partition (or replica) per device,
+           for `Lowered.compile()` and `pmapc run`
+execute    compiler/runtime.py: place inputs, run, assemble outputs
 """
 
 from __future__ import annotations
@@ -64,9 +64,14 @@ class Compilation:
         return ir.print_module(self.snapshots["pmapc"], debug_info=True)
 
 
-def compile_traced(traced, name: str, *, target: str = DEFAULT_TARGET,
-                   record_stages: bool = False,
-                   argument_names: Sequence[str] | None = None) -> Compilation:
+def compile_traced(
+    traced,
+    name: str,
+    *,
+    target: str = DEFAULT_TARGET,
+    record_stages: bool = False,
+    argument_names: Sequence[str] | None = None,
+) -> Compilation:
     """A `jax.jit(...).trace(...)` result through pmapc, for `jax.jit` (compiler/embed.py),
     the AOT stages (`pmapc.lower`) and `pmapc trace`: its pmapc IR (JAX's lowering with
     pmapc's rules, `argument_names` naming @main's arguments if given), then the
@@ -85,8 +90,12 @@ def compile_traced(traced, name: str, *, target: str = DEFAULT_TARGET,
     return compilation
 
 
-def run_pipeline(source: str | ir.Module, passes: Sequence[Pass] | None = None,
-                 record_stages: bool = False, target: str = DEFAULT_TARGET) -> Compilation:
+def run_pipeline(
+    source: str | ir.Module,
+    passes: Sequence[Pass] | None = None,
+    record_stages: bool = False,
+    target: str = DEFAULT_TARGET,
+) -> Compilation:
     """Run `passes` (default: the default pipeline for `target`) on pmapc IR, text or
     module.
 
@@ -94,8 +103,7 @@ def run_pipeline(source: str | ir.Module, passes: Sequence[Pass] | None = None,
     is invalid (a pmapc bug), the passes run again on a copy of the input,
     verifying after each one, so the error names the pass that broke the IR.
     """
-    module = source if isinstance(source, ir.Module) else ir.parse_module(
-        source, ir.make_context())
+    module = source if isinstance(source, ir.Module) else ir.parse_module(source, ir.make_context())
     passes = default_pipeline(target) if passes is None else passes
     original = ir.detached_clone(module.operation)
     snapshots = {"pmapc": original} if record_stages else {}
@@ -123,13 +131,21 @@ def verify_result(module: ir.Module, original: ir.Operation, passes: Sequence[Pa
     except DiagnosticError as error:
         run_passes(ir.reparsed(original), passes, verify_each=True)
         names = ", ".join(p.name for p in passes)
-        raise DiagnosticError([*error.diagnostics, Diagnostic(
-            "note", f"invalid IR after the pass pipeline ({names}), though valid after each "
-            "pass when run one at a time; this is a pmapc bug, please report it")]) from None
+        raise DiagnosticError(
+            [
+                *error.diagnostics,
+                Diagnostic(
+                    "note",
+                    f"invalid IR after the pass pipeline ({names}), though valid after each "
+                    "pass when run one at a time; this is a pmapc bug, please report it",
+                ),
+            ]
+        ) from None
 
 
-def compile_for_devices(compilation: Compilation, devices=None, backend=None,
-                        compiler_options: dict | None = None):
+def compile_for_devices(
+    compilation: Compilation, devices=None, backend=None, compiler_options: dict | None = None
+):
     """XLA-compile for the mesh's devices: a runtime.Executable."""
     chosen = runtime.pick_devices(compilation.mesh, devices, backend)
     return runtime.Executable(compilation.module, chosen, compiler_options)

@@ -67,11 +67,14 @@ def compile_map(avals_in, avals_out, mesh, params) -> SpmdProgram:
     traced = jax.jit(one_map).trace(*[jax_api.shape_dtype(aval) for aval in avals_in])
     compilation = driver.compile_traced(traced, params["name"], target="partitions")
     if compilation.mesh != placement.pmapc_mesh(mesh):
-        raise PmapcError(f"pmapc bug: the passes found the mesh {compilation.mesh}, the "
-                         f"tracer {placement.pmapc_mesh(mesh)}; please report it")
+        raise PmapcError(
+            f"pmapc bug: the passes found the mesh {compilation.mesh}, the "
+            f"tracer {placement.pmapc_mesh(mesh)}; please report it"
+        )
     arguments, results = runtime.signatures(compilation.module, compilation.mesh)
-    block_avals = [_block_aval(aval, sig.split, compilation.mesh)
-                   for aval, sig in zip(avals_out, results)]
+    block_avals = [
+        _block_aval(aval, sig.split, compilation.mesh) for aval, sig in zip(avals_out, results)
+    ]
     return SpmdProgram(
         text=ir.print_module(compilation.module, debug_info=True),
         in_specs=tuple(_spec(sig, aval) for sig, aval in zip(arguments, avals_in)),
@@ -84,12 +87,13 @@ def _spec(signature: runtime.Signature, aval) -> PartitionSpec:
     """The shard_map spec of a value: its split over its own dimensions. A typed PRNG
     key's module type has the key's data as trailing dimensions (a threefry key is
     two uint32), which are never split and which the key array does not have."""
-    return PartitionSpec(*signature.spec()[:len(aval.shape)])
+    return PartitionSpec(*signature.spec()[: len(aval.shape)])
 
 
 def _block_aval(aval, split, mesh):
-    shape = [size // math.prod(mesh.axis_size(a) for a in axes)
-             for size, axes in zip(aval.shape, split)]
+    shape = [
+        size // math.prod(mesh.axis_size(a) for a in axes) for size, axes in zip(aval.shape, split)
+    ]
     return jax_api.ShapedArray(tuple(shape), aval.dtype, weak_type=aval.weak_type)
 
 
@@ -97,8 +101,9 @@ def _run_on_mesh(program: SpmdProgram, mesh, *operands):
     def body(*blocks):
         return tuple(spmd_call_p.bind(*blocks, program=program))
 
-    return jax.shard_map(body, mesh=mesh, in_specs=program.in_specs,
-                         out_specs=program.out_specs, check_vma=False)(*operands)
+    return jax.shard_map(
+        body, mesh=mesh, in_specs=program.in_specs, out_specs=program.out_specs, check_vma=False
+    )(*operands)
 
 
 def _spmd_call_abstract_eval(*avals, program):
@@ -108,17 +113,28 @@ def _spmd_call_abstract_eval(*avals, program):
 def _spmd_call_lowering(ctx, *blocks, program):
     module_context = ctx.module_context
     prefix = f"pmapc{next(_programs)}_"
-    names = embed_functions(program.text, module_context.module,
-                            module_context.symbol_table, prefix, module_context.new_channel)
+    names = embed_functions(
+        program.text,
+        module_context.module,
+        module_context.symbol_table,
+        prefix,
+        module_context.new_channel,
+    )
     result_types = [jax_api.ir_type_of(ctx, aval) for aval in ctx.avals_out]
-    call = ir.create_op("func.call", list(blocks), result_types,
-                        {"callee": ir.symbol_ref_attr(names["main"])},
-                        loc=ir.current_location(), ip=ir.current_insertion_point())
+    call = ir.create_op(
+        "func.call",
+        list(blocks),
+        result_types,
+        {"callee": ir.symbol_ref_attr(names["main"])},
+        loc=ir.current_location(),
+        ip=ir.current_insertion_point(),
+    )
     return list(call.results)
 
 
-def embed_functions(text: str, target: ir.Module, symbol_table, prefix: str,
-                    new_channel: Callable[[], int]) -> dict[str, str]:
+def embed_functions(
+    text: str, target: ir.Module, symbol_table, prefix: str, new_channel: Callable[[], int]
+) -> dict[str, str]:
     """Parse module `text` into `target`'s context (JAX's, lowering a jit) and move its
     functions into `target`.
 

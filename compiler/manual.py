@@ -23,18 +23,25 @@ def all_manual(module: ir.Module) -> ir.Module:
     main = ir.functions(module)["main"]
     function_type = ir.function_type(main)
     splits = {
-        kind: [dialect.read_split(ir.get_arg_attr(main, kind, index, dialect.SPLIT_ATTR),
-                                  len(ir.shape_of(type_)))
-               for index, type_ in enumerate(types)]
+        kind: [
+            dialect.read_split(
+                ir.get_arg_attr(main, kind, index, dialect.SPLIT_ATTR), len(ir.shape_of(type_))
+            )
+            for index, type_ in enumerate(types)
+        ]
         for kind, types in (("arg", function_type.inputs), ("res", function_type.results))
     }
-    return all_manual_module(module, list(zip(mesh.axis_names, mesh.axis_sizes)),
-                             splits["arg"], splits["res"])
+    return all_manual_module(
+        module, list(zip(mesh.axis_names, mesh.axis_sizes)), splits["arg"], splits["res"]
+    )
 
 
-def all_manual_module(module: ir.Module, mesh_axes: Sequence[tuple[str, int]],
-                      arg_splits: Sequence[Split], result_splits: Sequence[Split]
-                      ) -> ir.Module:
+def all_manual_module(
+    module: ir.Module,
+    mesh_axes: Sequence[tuple[str, int]],
+    arg_splits: Sequence[Split],
+    result_splits: Sequence[Split],
+) -> ir.Module:
     """A copy of `module` whose `@main` runs the per-device `@main` in an
     `sdy.manual_computation` over every axis of `mesh_axes` ((name, size), major first).
 
@@ -49,40 +56,80 @@ def all_manual_module(module: ir.Module, mesh_axes: Sequence[tuple[str, int]],
         per_device.attributes["sym_name"] = ir.string_attr(callee)
         per_device.attributes["sym_visibility"] = ir.string_attr("private")
         mesh = _unused_symbol(symbols, "mesh")
-        ir.create_op("sdy.mesh", [], [], {"sym_name": ir.string_attr(mesh),
-                                          "mesh": ir.sdy_mesh_attr(mesh_axes)},
-                     loc=ir.unknown_location(copy.context), ip=ir.module_body_start(copy))
-        _add_manual_main(copy, callee, ir.function_type(per_device), dict(mesh_axes), mesh,
-                         [name for name, _ in mesh_axes], arg_splits, result_splits)
+        ir.create_op(
+            "sdy.mesh",
+            [],
+            [],
+            {"sym_name": ir.string_attr(mesh), "mesh": ir.sdy_mesh_attr(mesh_axes)},
+            loc=ir.unknown_location(copy.context),
+            ip=ir.module_body_start(copy),
+        )
+        _add_manual_main(
+            copy,
+            callee,
+            ir.function_type(per_device),
+            dict(mesh_axes),
+            mesh,
+            [name for name, _ in mesh_axes],
+            arg_splits,
+            result_splits,
+        )
     return copy
 
 
-def _add_manual_main(module: ir.Module, callee: str, local, sizes: dict[str, int], mesh: str,
-                     manual_axes: list[str], arg_splits: Sequence[Split],
-                     result_splits: Sequence[Split]) -> None:
+def _add_manual_main(
+    module: ir.Module,
+    callee: str,
+    local,
+    sizes: dict[str, int],
+    mesh: str,
+    manual_axes: list[str],
+    arg_splits: Sequence[Split],
+    result_splits: Sequence[Split],
+) -> None:
     """`@main` on global arrays: a manual computation calling `callee` on the blocks."""
     global_in = [_global_type(t, s, sizes) for t, s in zip(local.inputs, arg_splits)]
     global_out = [_global_type(t, s, sizes) for t, s in zip(local.results, result_splits)]
     loc = ir.unknown_location(module.context)
-    main = ir.create_op("func.func", [], [], {
-        "sym_name": ir.string_attr("main"),
-        "function_type": ir.function_type_attr(global_in, global_out),
-        "arg_attrs": ir.array_attr([_sharding(mesh, s) for s in arg_splits]),
-        "res_attrs": ir.array_attr([_sharding(mesh, s) for s in result_splits]),
-    }, loc=loc, ip=ir.module_body_end(module), regions=1)
+    main = ir.create_op(
+        "func.func",
+        [],
+        [],
+        {
+            "sym_name": ir.string_attr("main"),
+            "function_type": ir.function_type_attr(global_in, global_out),
+            "arg_attrs": ir.array_attr([_sharding(mesh, s) for s in arg_splits]),
+            "res_attrs": ir.array_attr([_sharding(mesh, s) for s in result_splits]),
+        },
+        loc=loc,
+        ip=ir.module_body_end(module),
+        regions=1,
+    )
     entry = ir.add_block(main.regions[0], global_in)
-    manual = ir.create_op("sdy.manual_computation", list(entry.arguments), global_out, {
-        "in_shardings": ir.sdy_sharding_per_value_attr(mesh, arg_splits),
-        "out_shardings": ir.sdy_sharding_per_value_attr(mesh, result_splits),
-        "manual_axes": ir.sdy_manual_axes_attr(manual_axes),
-    }, loc=loc, ip=ir.InsertionPoint(entry), regions=1)
+    manual = ir.create_op(
+        "sdy.manual_computation",
+        list(entry.arguments),
+        global_out,
+        {
+            "in_shardings": ir.sdy_sharding_per_value_attr(mesh, arg_splits),
+            "out_shardings": ir.sdy_sharding_per_value_attr(mesh, result_splits),
+            "manual_axes": ir.sdy_manual_axes_attr(manual_axes),
+        },
+        loc=loc,
+        ip=ir.InsertionPoint(entry),
+        regions=1,
+    )
     body = ir.add_block(manual.regions[0], list(local.inputs))
-    call = ir.create_op("func.call", list(body.arguments), list(local.results),
-                        {"callee": ir.symbol_ref_attr(callee)}, loc=loc,
-                        ip=ir.InsertionPoint(body))
+    call = ir.create_op(
+        "func.call",
+        list(body.arguments),
+        list(local.results),
+        {"callee": ir.symbol_ref_attr(callee)},
+        loc=loc,
+        ip=ir.InsertionPoint(body),
+    )
     ir.create_op("sdy.return", list(call.results), [], loc=loc, ip=ir.InsertionPoint(body))
-    ir.create_op("func.return", list(manual.results), [], loc=loc,
-                 ip=ir.InsertionPoint(entry))
+    ir.create_op("func.return", list(manual.results), [], loc=loc, ip=ir.InsertionPoint(entry))
 
 
 def _sharding(mesh: str, split: Split) -> ir.Attribute:
@@ -98,6 +145,8 @@ def _unused_symbol(functions_by_name: dict, name: str) -> str:
 
 
 def _global_type(type_: ir.Type, split: Split, sizes: dict[str, int]) -> ir.Type:
-    shape = [size * int(np.prod([sizes[a] for a in axes], dtype=np.int64))
-             for size, axes in zip(ir.shape_of(type_), split)]
+    shape = [
+        size * int(np.prod([sizes[a] for a in axes], dtype=np.int64))
+        for size, axes in zip(ir.shape_of(type_), split)
+    ]
     return ir.tensor_type(shape, ir.element_type_of(type_))

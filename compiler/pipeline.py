@@ -15,6 +15,7 @@ import contextlib
 import re
 import time
 from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 from pmapc import ir
 from pmapc.errors import Diagnostic, DiagnosticError, PassFailure, PipelineError, PmapcError
@@ -39,15 +40,15 @@ from pmapc.passes.verify_axes import VerifyAxesPass
 def default_pipeline(target: str = DEFAULT_TARGET) -> tuple[Pass, ...]:
     """`pmapc-to-stablehlo`: every stage after tracing, in order."""
     return (
-        VerifyAxesPass(),         # every axis bound, every shape right
-        FlattenMapsPass(),        # nested maps -> one SPMD program over the mesh
-        FoldGatherSlicePass(),    # a gather then a slice of one's own block cancel
-        SinkSlicesPass(),         # arguments split over inner axes too
-        SinkGathersPass(),        # results returned split, not gathered
-        LowerCollectivesPass(),   # named collectives -> groups of mesh positions
+        VerifyAxesPass(),  # every axis bound, every shape right
+        FlattenMapsPass(),  # nested maps -> one SPMD program over the mesh
+        FoldGatherSlicePass(),  # a gather then a slice of one's own block cancel
+        SinkSlicesPass(),  # arguments split over inner axes too
+        SinkGathersPass(),  # results returned split, not gathered
+        LowerCollectivesPass(),  # named collectives -> groups of mesh positions
         CombineAllReducesPass(),  # independent all_reduces -> one
-        TARGETS[target](),        # the partition form jax.jit runs, or the replica form
-        SimplifyPass(),           # canonicalize and cse (last: they drop the op index)
+        TARGETS[target](),  # the partition form jax.jit runs, or the replica form
+        SimplifyPass(),  # canonicalize and cse (last: they drop the op index)
     )
 
 
@@ -57,7 +58,7 @@ KEPT_ANALYSES = {op_index: IndexKeeper, reduction_keys: ReductionKeys}
 
 # How run_passes(check_preserved=True) checks a preserved result against the IR: equal
 # to the analysis computed afresh, or, for a cache, what it holds holds.
-CONSISTENT = {reduction_keys: reduction_keys_hold}
+CONSISTENT: dict[Callable, Callable[[Any, ir.Module], bool]] = {reduction_keys: reduction_keys_hold}
 
 
 def holds(analysis: Callable[[ir.Module], object], result: object, module: ir.Module) -> bool:
@@ -67,8 +68,12 @@ def holds(analysis: Callable[[ir.Module], object], result: object, module: ir.Mo
 
 
 # The stages every program needs; the others only move less data.
-REQUIRED: tuple[type[Pass], ...] = (VerifyAxesPass, FlattenMapsPass, LowerCollectivesPass,
-                                    *TARGETS.values())
+REQUIRED: tuple[type[Pass], ...] = (
+    VerifyAxesPass,
+    FlattenMapsPass,
+    LowerCollectivesPass,
+    *TARGETS.values(),
+)
 
 
 def lowering_pipeline(target: str = DEFAULT_TARGET) -> tuple[Pass, ...]:
@@ -87,6 +92,7 @@ def describe(name: str, target: str = DEFAULT_TARGET) -> str:
     """A named pipeline's passes, comma-separated (for --list-passes and --help)."""
     return ",".join(p.name for p in PIPELINES[name](target))
 
+
 _ELEMENT = re.compile(r"\s*([A-Za-z0-9_.-]+)\s*(\{[^}]*\})?\s*(,|$)")
 
 
@@ -101,8 +107,10 @@ def parse_pipeline(text: str) -> list:
     while position < len(body):
         match = _ELEMENT.match(body, position)
         if match is None or match.end() == position:
-            raise PipelineError(f"malformed pass pipeline '{text}' at '{body[position:]}'; "
-                                "write e.g. 'builtin.module(verify-axes,flatten-maps)'")
+            raise PipelineError(
+                f"malformed pass pipeline '{text}' at '{body[position:]}'; "
+                "write e.g. 'builtin.module(verify-axes,flatten-maps)'"
+            )
         name, options = match.group(1), _parse_options(match.group(2) or "")
         passes.extend(_instantiate(name, options, text))
         position = match.end()
@@ -122,13 +130,13 @@ def _pipeline_target(name: str, options: dict[str, str]) -> str:
     """The `target` option of a named pipeline, checked."""
     unknown = sorted(set(options) - {"target"})
     if unknown:
-        raise PipelineError(f"pipeline '{name}' has no option '{unknown[0]}'; its options "
-                            "are: target")
+        raise PipelineError(
+            f"pipeline '{name}' has no option '{unknown[0]}'; its options are: target"
+        )
     target = options.get("target", DEFAULT_TARGET)
     if target not in TARGETS:
         choices = " or ".join(TARGETS)
-        raise PipelineError(f"option 'target' of pipeline '{name}' takes {choices}, "
-                            f"got '{target}'")
+        raise PipelineError(f"option 'target' of pipeline '{name}' takes {choices}, got '{target}'")
     return target
 
 
@@ -175,8 +183,13 @@ class Timer:
 AfterPass = Callable[[object, ir.Module], None]
 
 
-def run_passes(module: ir.Module, passes: Sequence[Pass], after_pass: AfterPass | None = None,
-               verify_each: bool = True, check_preserved: bool = False) -> bool:
+def run_passes(
+    module: ir.Module,
+    passes: Sequence[Pass],
+    after_pass: AfterPass | None = None,
+    verify_each: bool = True,
+    check_preserved: bool = False,
+) -> bool:
     """Run `passes` in order; whether any of them changed the IR.
 
     Passes share analyses until one changes the IR (passes/base.py: Analyses).
@@ -203,8 +216,10 @@ def run_passes(module: ir.Module, passes: Sequence[Pass], after_pass: AfterPass 
         analyses.after_pass(changed)
         for analysis, result in preserved.items():
             if not holds(analysis, result, module):
-                raise AssertionError(f"pass '{pass_.name}' preserved analysis "
-                                     f"'{analysis.__name__}' but left it stale")
+                raise AssertionError(
+                    f"pass '{pass_.name}' preserved analysis "
+                    f"'{analysis.__name__}' but left it stale"
+                )
         if verify_each and changed:
             verify_after(module, pass_.name, done)
         done.append(pass_.name)
@@ -218,12 +233,17 @@ def verify_after(module: ir.Module, name: str, before: Sequence[str]) -> None:
     try:
         ir.verify(module)
     except DiagnosticError as error:
-        raise DiagnosticError([*error.diagnostics,
-                               _broke_note(name, ", ".join(before) or "none")]) from None
+        raise DiagnosticError(
+            [*error.diagnostics, _broke_note(name, ", ".join(before) or "none")]
+        ) from None
 
 
 def _broke_note(name: str, before: str) -> Diagnostic:
-    advice = ("run verify-axes first to check the input" if "verify-axes" not in before
-              else "this is a pmapc bug, please report it")
-    return Diagnostic("note", f"invalid IR after pass '{name}' (passes run before it: "
-                      f"{before}); {advice}")
+    advice = (
+        "run verify-axes first to check the input"
+        if "verify-axes" not in before
+        else "this is a pmapc bug, please report it"
+    )
+    return Diagnostic(
+        "note", f"invalid IR after pass '{name}' (passes run before it: {before}); {advice}"
+    )

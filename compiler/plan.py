@@ -72,8 +72,10 @@ class Step:
         if self.op == "collective_permute":
             senders = collections.Counter(int(source) for source, _ in self.groups)
             return float(self.payload) * max(senders.values(), default=0)
-        return max((_ring_bytes(self.op, len(_members(group)), self.payload)
-                    for group in self.groups), default=0.0)
+        return max(
+            (_ring_bytes(self.op, len(_members(group)), self.payload) for group in self.groups),
+            default=0.0,
+        )
 
     def received(self) -> float:
         """Bytes the busiest device receives in one execution."""
@@ -91,8 +93,12 @@ class Step:
 
 
 # The bandwidth lower bound of each collective over n devices, in units of (n-1)/n S.
-LOWER_BOUND_FACTOR = {"all_reduce": 2.0, "all_gather": 1.0, "reduce_scatter": 1.0,
-                      "all_to_all": 1.0}
+LOWER_BOUND_FACTOR = {
+    "all_reduce": 2.0,
+    "all_gather": 1.0,
+    "reduce_scatter": 1.0,
+    "all_to_all": 1.0,
+}
 
 
 def _members(group: np.ndarray) -> np.ndarray:
@@ -150,8 +156,9 @@ def plan_of(module: ir.Module) -> Plan:
     return Plan(mesh, tuple(steps))
 
 
-def _collectives(functions, name: str, executions: int, unknown: bool,
-                 active: set[str]) -> Iterator[tuple[ir.Operation, int, bool]]:
+def _collectives(
+    functions, name: str, executions: int, unknown: bool, active: set[str]
+) -> Iterator[tuple[ir.Operation, int, bool]]:
     """(op, executions per run, in a loop of unknown trip count) for every collective
     reachable from function `name`, in program order."""
     if name in active or name not in functions:
@@ -161,8 +168,9 @@ def _collectives(functions, name: str, executions: int, unknown: bool,
     active.discard(name)
 
 
-def _walk_ops(functions, parent: ir.Operation, executions: int, unknown: bool,
-              active: set[str]) -> Iterator[tuple[ir.Operation, int, bool]]:
+def _walk_ops(
+    functions, parent: ir.Operation, executions: int, unknown: bool, active: set[str]
+) -> Iterator[tuple[ir.Operation, int, bool]]:
     for region in parent.regions:
         for block in region.blocks:
             for op in block.operations:
@@ -171,13 +179,15 @@ def _walk_ops(functions, parent: ir.Operation, executions: int, unknown: bool,
                     yield op, executions, unknown
                     continue  # a collective's regions are its reducer
                 if op.name == "func.call":
-                    yield from _collectives(functions, ir.callee_of(op), executions, unknown,
-                                            active)
+                    yield from _collectives(
+                        functions, ir.callee_of(op), executions, unknown, active
+                    )
                     continue
                 if op.name == "stablehlo.while":
                     trips = trip_count(op)
-                    yield from _walk_ops(functions, op, executions * (trips or 1),
-                                         unknown or trips is None, active)
+                    yield from _walk_ops(
+                        functions, op, executions * (trips or 1), unknown or trips is None, active
+                    )
                     continue
                 if op.regions:
                     yield from _walk_ops(functions, op, executions, unknown, active)
@@ -278,8 +288,7 @@ def _step(op: ir.Operation, mesh: Mesh, names, executions: int, unknown: bool) -
         if groups.size == 0:  # no groups: one group of every device
             groups = np.arange(mesh.size, dtype=np.int64).reshape(1, -1)
         axes = names.get(_key(groups))
-    payload = max(sum(_bytes(v.type) for v in op.operands),
-                  sum(_bytes(r.type) for r in op.results))
+    payload = max(sum(_bytes(v.type) for v in op.operands), sum(_bytes(r.type) for r in op.results))
     return Step(kind, axes, groups, payload, executions, unknown, ir.source_loc(op.location))
 
 
@@ -322,26 +331,42 @@ def format_table(plan: Plan) -> str:
     header = ("#", "op", "axes", "groups", "per run", "sent", "received", "minimum", "source")
     rows = []
     for index, step in enumerate(plan.steps, 1):
-        groups = (f"{len(step.groups)} pairs" if step.op == "collective_permute"
-                  else f"{step.groups.shape[0]} x {step.group_size}")
+        groups = (
+            f"{len(step.groups)} pairs"
+            if step.op == "collective_permute"
+            else f"{step.groups.shape[0]} x {step.group_size}"
+        )
         runs = f"{step.executions}" + ("?" if step.loop_unknown else "")
         where = _where(step.location)
-        rows.append((str(index), step.op, _axes_text(step), groups, runs,
-                     format_bytes(step.sent()), format_bytes(step.received()),
-                     format_bytes(step.minimum()), where))
+        rows.append(
+            (
+                str(index),
+                step.op,
+                _axes_text(step),
+                groups,
+                runs,
+                format_bytes(step.sent()),
+                format_bytes(step.received()),
+                format_bytes(step.minimum()),
+                where,
+            )
+        )
     totals = plan.totals()
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
 
     def line(cells: Sequence[str]) -> str:
         return "  ".join(cell.ljust(width) for cell, width in zip(cells, widths)).rstrip()
 
-    out = [f"mesh {plan.mesh} ({plan.mesh.size} devices); bytes per device per execution",
-           line(header)]
+    out = [
+        f"mesh {plan.mesh} ({plan.mesh.size} devices); bytes per device per execution",
+        line(header),
+    ]
     out.extend(line(row) for row in rows)
     out.append(
         f"per run: {int(totals['collectives'])} collectives, "
         f"sent {format_bytes(totals['sent'])}, received {format_bytes(totals['received'])}, "
-        f"minimum {format_bytes(totals['minimum'])} per device")
+        f"minimum {format_bytes(totals['minimum'])} per device"
+    )
     if any(step.loop_unknown for step in plan.steps):
         out.append("?: inside a loop whose trip count is unknown, counted once")
     return "\n".join(out) + "\n"
@@ -351,8 +376,18 @@ def format_table(plan: Plan) -> str:
 # Pictures: the mesh as a grid, rows along the first axis, columns along the
 # others (row-major), one grid per collective with each device's group.
 
-PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1",
-           "#ff9da7", "#9c755f", "#bab0ac")
+PALETTE = (
+    "#4e79a7",
+    "#f28e2b",
+    "#e15759",
+    "#76b7b2",
+    "#59a14f",
+    "#edc948",
+    "#b07aa1",
+    "#ff9da7",
+    "#9c755f",
+    "#bab0ac",
+)
 _ANSI = (44, 43, 41, 46, 42, 103, 45, 105, 100, 47)
 
 
@@ -437,17 +472,22 @@ def svg_picture(plan: Plan, cell: int = 28) -> str:
             if step.op == "collective_permute":
                 fill = "#dddddd" if group >= 0 else "#ffffff"
             x, y = gap + column * cell, top + title_height + row * cell
-            parts.append(f'<rect class="device" data-device="{device}" data-group="{group}" '
-                         f'x="{x}" y="{y}" width="{cell - 2}" height="{cell - 2}" '
-                         f'fill="{fill}" stroke="#333"/>')
-            parts.append(f'<text x="{x + 4}" y="{y + cell // 2 + 3}" font-size="10">'
-                         f"{device}</text>")
+            parts.append(
+                f'<rect class="device" data-device="{device}" data-group="{group}" '
+                f'x="{x}" y="{y}" width="{cell - 2}" height="{cell - 2}" '
+                f'fill="{fill}" stroke="#333"/>'
+            )
+            parts.append(
+                f'<text x="{x + 4}" y="{y + cell // 2 + 3}" font-size="10">{device}</text>'
+            )
         if step.op == "collective_permute":
             for source, target in step.groups:
                 x1, y1 = _center(int(source), columns, cell, gap, top + title_height)
                 x2, y2 = _center(int(target), columns, cell, gap, top + title_height)
-                parts.append(f'<line class="pair" x1="{x1}" y1="{y1}" x2="{x2}" y2="{y2}" '
-                             'stroke="#c00" stroke-width="1.5" marker-end="url(#arrow)"/>')
+                parts.append(
+                    f'<line class="pair" x1="{x1}" y1="{y1}" x2="{x2}" y2="{y2}" '
+                    'stroke="#c00" stroke-width="1.5" marker-end="url(#arrow)"/>'
+                )
         parts.append("</g>")
     parts.append("</svg>")
     return "\n".join(parts) + "\n"

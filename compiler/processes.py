@@ -59,8 +59,9 @@ def global_shapes(call: MappedCall) -> list[jax.ShapeDtypeStruct]:
         shape = list(np.shape(leaf))
         if axis is not None:
             shape[axis] *= count
-        shapes.append(jax.ShapeDtypeStruct(tuple(shape), leaf.dtype,
-                                           weak_type=jax_api.is_weakly_typed(leaf)))
+        shapes.append(
+            jax.ShapeDtypeStruct(tuple(shape), leaf.dtype, weak_type=jax_api.is_weakly_typed(leaf))
+        )
     return shapes
 
 
@@ -97,8 +98,10 @@ def to_local(array: jax.Array) -> jax.Array:
     """This process's part of a global array laid out with a `NamedSharding`."""
     sharding = array.sharding
     if not isinstance(sharding, NamedSharding):
-        raise PmapcError(f"pmapc bug: a result of shape {array.shape} is laid out by "
-                         f"{sharding}, not over the nest's mesh; please report it")
+        raise PmapcError(
+            f"pmapc bug: a result of shape {array.shape} is laid out by "
+            f"{sharding}, not over the nest's mesh; please report it"
+        )
     mesh = sharding.mesh
     assert isinstance(mesh, jax.sharding.Mesh), "results stand on concrete devices"
     return multihost_utils.global_array_to_host_local_array(array, mesh, sharding.spec)
@@ -110,8 +113,7 @@ def _slice_of(index, dim: int) -> slice:
     return index[dim]
 
 
-def local_shape(sharding: jax.sharding.Sharding, global_shape: tuple[int, ...]
-                ) -> tuple[int, ...]:
+def local_shape(sharding: jax.sharding.Sharding, global_shape: tuple[int, ...]) -> tuple[int, ...]:
     """The shape of this process's block of a `global_shape` array laid out by
     `sharding` (the extent of its devices' indices along each dimension)."""
     indices = list(sharding.addressable_devices_indices_map(global_shape).values())

@@ -94,8 +94,9 @@ def signatures(module: ir.Module, mesh: Mesh) -> tuple[list[Signature], list[Sig
 
 def _signature(main, mesh: Mesh, kind: str, index: int, type_) -> Signature:
     block_shape = ir.shape_of(type_)
-    split = dialect.read_split(ir.get_arg_attr(main, kind, index, dialect.SPLIT_ATTR),
-                               len(block_shape))
+    split = dialect.read_split(
+        ir.get_arg_attr(main, kind, index, dialect.SPLIT_ATTR), len(block_shape)
+    )
     shape = tuple(
         size * math.prod(mesh.axis_size(axis) for axis in axes)
         for size, axes in zip(block_shape, split)
@@ -124,23 +125,33 @@ def pick_devices(mesh: Mesh, devices: Sequence[xla.Device] | None, backend: str 
         return list(available[: mesh.size])
     devices = device_list(mesh, devices)
     if not devices:
-        raise DeviceError(jax_messages.explained(
-            jax_messages.no_devices(),
-            f"devices= is empty, but the mesh {mesh} needs {mesh.size} devices; pass "
-            f"{mesh.size} devices, or leave devices= out for the first {mesh.size}"))
+        raise DeviceError(
+            jax_messages.explained(
+                jax_messages.no_devices(),
+                f"devices= is empty, but the mesh {mesh} needs {mesh.size} devices; pass "
+                f"{mesh.size} devices, or leave devices= out for the first {mesh.size}",
+            )
+        )
     if len(devices) != mesh.size:
-        raise DeviceError(jax_messages.explained(
-            jax_messages.devices_and_axis_size(mesh.size, len(devices)),
-            f"the mesh {mesh} needs {mesh.size} devices, but devices= lists {len(devices)}; "
-            f"pass exactly {mesh.size}"))
+        raise DeviceError(
+            jax_messages.explained(
+                jax_messages.devices_and_axis_size(mesh.size, len(devices)),
+                f"the mesh {mesh} needs {mesh.size} devices, but devices= lists {len(devices)}; "
+                f"pass exactly {mesh.size}",
+            )
+        )
     repeated = [d for i, d in enumerate(devices) if d in devices[:i]]
     if repeated:
-        raise DeviceError(f"devices= lists {repeated[0]} twice (positions "
-                          f"{[i for i, d in enumerate(devices) if d == repeated[0]]}); each "
-                          "mesh position needs its own device")
+        raise DeviceError(
+            f"devices= lists {repeated[0]} twice (positions "
+            f"{[i for i, d in enumerate(devices) if d == repeated[0]]}); each "
+            "mesh position needs its own device"
+        )
     if len({d.platform for d in devices}) != 1:
-        raise DeviceError("devices= mixes platforms "
-                          f"({sorted({d.platform for d in devices})}); use devices of one kind")
+        raise DeviceError(
+            "devices= mixes platforms "
+            f"({sorted({d.platform for d in devices})}); use devices of one kind"
+        )
     count = jax.process_count(devices[0].platform)
     if count > 1:
         check_process_rows(mesh, [d.process_index for d in devices], count)
@@ -154,8 +165,9 @@ def process_major_devices(mesh: Mesh, available: Sequence[xla.Device]) -> list:
     by_process: dict[int, list] = {}
     for device in available:
         by_process.setdefault(device.process_index, []).append(device)
-    rows = rows_per_process(mesh, {p: len(ds) for p, ds in by_process.items()},
-                            available[0].platform)
+    rows = rows_per_process(
+        mesh, {p: len(ds) for p, ds in by_process.items()}, available[0].platform
+    )
     per_process = rows * (mesh.size // mesh.axis_sizes[0])
     return [device for p in sorted(by_process) for device in by_process[p][:per_process]]
 
@@ -174,7 +186,8 @@ def rows_per_process(mesh: Mesh, device_counts: dict[int, int], platform: str) -
             f"processes, {rows * inner} devices each, but process {short[0]} has "
             f"{device_counts[short[0]]} {platform} device(s); give every process "
             f"{rows * inner} (on CPU, pmapc.use_host_devices({rows * inner}) in every process "
-            "before jax.distributed.initialize), or use smaller inner axes")
+            "before jax.distributed.initialize), or use smaller inner axes"
+        )
     return rows
 
 
@@ -185,7 +198,8 @@ def check_outer_divisible(mesh: Mesh, processes: int) -> None:
             f"the outermost axis '{mesh.axis_names[0]}' of the mesh {mesh} has size {outer}, "
             f"which {processes} processes cannot share: each process holds the same number "
             f"of its rows; make its size a multiple of {processes} (each process passes "
-            f"size/{processes} rows)")
+            f"size/{processes} rows)"
+        )
 
 
 def check_process_rows(mesh: Mesh, processes_of: Sequence[int], process_count: int) -> None:
@@ -201,17 +215,18 @@ def check_process_rows(mesh: Mesh, processes_of: Sequence[int], process_count: i
             raise DeviceError(
                 f"devices= puts row {index} of the outermost axis '{mesh.axis_names[0]}' on "
                 f"processes {sorted(set(row.tolist()))}; each process passes whole rows, so "
-                "give every row devices of one process")
+                "give every row devices of one process"
+            )
         row_process.append(int(row[0]))
     runs = [p for i, p in enumerate(row_process) if i == 0 or p != row_process[i - 1]]
     counts = {p: row_process.count(p) for p in runs}
-    if len(runs) != len(counts) or len(counts) != process_count or len(
-            set(counts.values())) != 1:
+    if len(runs) != len(counts) or len(counts) != process_count or len(set(counts.values())) != 1:
         raise DeviceError(
             f"devices= gives the {process_count} processes rows {row_process} of the "
             f"outermost axis '{mesh.axis_names[0]}' (by process); every process needs the "
             f"same number of consecutive rows: list devices process by process, "
-            f"{outer // process_count} row(s) of {inner} each")
+            f"{outer // process_count} row(s) of {inner} each"
+        )
 
 
 def jax_mesh(mesh: Mesh, devices) -> JaxMesh:
@@ -223,12 +238,19 @@ def jax_mesh(mesh: Mesh, devices) -> JaxMesh:
 def device_list(mesh: Mesh, devices) -> list:
     """`devices=` as a flat list in mesh order: a sequence, or a `jax.sharding.Mesh` or
     device array whose shape is the nest's mesh shape (one device per position)."""
-    grid = devices.devices if isinstance(devices, JaxMesh) else np.array(
-        list(devices) if not isinstance(devices, np.ndarray) else devices, dtype=object)
+    grid = (
+        devices.devices
+        if isinstance(devices, JaxMesh)
+        else np.array(
+            list(devices) if not isinstance(devices, np.ndarray) else devices, dtype=object
+        )
+    )
     if grid.ndim > 1 and grid.shape != mesh.shape:
-        raise DeviceError(f"devices= has shape {grid.shape}, but the nest's mesh {mesh} has "
-                          f"shape {mesh.shape}; pass a device array of that shape or a flat "
-                          f"list of {mesh.size}")
+        raise DeviceError(
+            f"devices= has shape {grid.shape}, but the nest's mesh {mesh} has "
+            f"shape {mesh.shape}; pass a device array of that shape or a flat "
+            f"list of {mesh.size}"
+        )
     return list(grid.flat)
 
 
@@ -237,11 +259,12 @@ def not_enough_devices(mesh: Mesh, count: int, platform: str) -> str:
         jax_messages.too_few_devices(mesh.size, count),
         f"the mesh {mesh} needs {mesh.size} devices, but only {count} {platform} device(s) "
         f"exist; on CPU call pmapc.use_host_devices({mesh.size}) before using JAX, or set "
-        f"XLA_FLAGS=--xla_force_host_platform_device_count={mesh.size}")
+        f"XLA_FLAGS=--xla_force_host_platform_device_count={mesh.size}",
+    )
 
 
 def execution_form(module: ir.Module, mesh: Mesh) -> str:
-    """"partitions" or "replicas", from the device counts the module declares.
+    """ "partitions" or "replicas", from the device counts the module declares.
 
     A module that declares none (lower-collectives' target-neutral output)
     runs as replicas; on one device both forms run the same.
@@ -249,37 +272,43 @@ def execution_form(module: ir.Module, mesh: Mesh) -> str:
     partitions = ir.module_int_attr(module, NUM_PARTITIONS) or 1
     replicas = ir.module_int_attr(module, NUM_REPLICAS) or 1
     if partitions > 1 and replicas > 1:
-        raise DeviceError(f"the module declares {NUM_REPLICAS} = {replicas} and "
-                          f"{NUM_PARTITIONS} = {partitions}; pmapc runs one replica per "
-                          "device or one partition per device (run to-partitions or "
-                          "to-replicas)")
+        raise DeviceError(
+            f"the module declares {NUM_REPLICAS} = {replicas} and "
+            f"{NUM_PARTITIONS} = {partitions}; pmapc runs one replica per "
+            "device or one partition per device (run to-partitions or "
+            "to-replicas)"
+        )
     declared = max(partitions, replicas)
     if declared > 1 and declared != mesh.size:
         key = NUM_PARTITIONS if partitions > 1 else NUM_REPLICAS
-        raise DeviceError(f"the module declares {key} = {declared}, but its mesh {mesh} has "
-                          f"{mesh.size} device(s); run to-partitions or to-replicas to set it")
+        raise DeviceError(
+            f"the module declares {key} = {declared}, but its mesh {mesh} has "
+            f"{mesh.size} device(s); run to-partitions or to-replicas to set it"
+        )
     return "partitions" if partitions > 1 else "replicas"
 
 
 class Executable:
     """A compiled program bound to its devices; call it with global arrays."""
 
-    def __init__(self, module: ir.Module, devices: Sequence[xla.Device],
-                 compiler_options: dict | None = None):
+    def __init__(
+        self, module: ir.Module, devices: Sequence[xla.Device], compiler_options: dict | None = None
+    ):
         self.mesh = dialect.mesh_of(module)
         self.devices = list(devices)
         self.arguments, self.results = signatures(module, self.mesh)
         self.form = execution_form(module, self.mesh)
-        compile_for = (xla.compile_partitioned if self.form == "partitions"
-                       else xla.compile_replicated)
+        compile_for = (
+            xla.compile_partitioned if self.form == "partitions" else xla.compile_replicated
+        )
         self.loaded = compile_for(module, self.devices, compiler_options)
         self.jax_mesh = jax_mesh(self.mesh, self.devices)
         self.in_shardings = [NamedSharding(self.jax_mesh, s.spec()) for s in self.arguments]
         self.out_shardings = [NamedSharding(self.jax_mesh, s.spec()) for s in self.results]
         self.handlers = xla.result_handlers(
-            [(s.shape, s.dtype, sharding) for s, sharding in zip(self.results,
-                                                                  self.out_shardings)],
-            self.form)
+            [(s.shape, s.dtype, sharding) for s, sharding in zip(self.results, self.out_shardings)],
+            self.form,
+        )
         self.process_indices = sorted({d.process_index for d in self.devices})
         self.spans_processes = len(self.process_indices) > 1
         self._in_flight = InFlight()
@@ -299,8 +328,9 @@ class Executable:
         placed = []
         for index, value in enumerate(arguments):
             sharding = self.in_shardings[index]
-            self.check_argument(index, value, processes.local_shape(
-                sharding, self.arguments[index].shape))
+            self.check_argument(
+                index, value, processes.local_shape(sharding, self.arguments[index].shape)
+            )
             placed.append(processes.to_global(value, self.jax_mesh, sharding.spec))
         return [processes.to_local(output) for output in self.run(placed)]
 
@@ -318,9 +348,16 @@ class Executable:
         want = expected.shape if local_shape is None else local_shape
         shape, dtype = np.shape(value), getattr(value, "dtype", None)
         if tuple(shape) != want or np.dtype(dtype) != expected.dtype:
-            whose = "" if local_shape is None else (
-                f" on this process (its part of {expected.dtype}{list(expected.shape)}, "
-                f"over {len(self.process_indices)} processes)")
-            raise ShapeError(f"argument #{index} must be {expected.dtype}{list(want)}{whose}, "
-                             f"got {np.dtype(dtype) if dtype else type(value).__name__}"
-                             f"{list(shape)}")
+            whose = (
+                ""
+                if local_shape is None
+                else (
+                    f" on this process (its part of {expected.dtype}{list(expected.shape)}, "
+                    f"over {len(self.process_indices)} processes)"
+                )
+            )
+            raise ShapeError(
+                f"argument #{index} must be {expected.dtype}{list(want)}{whose}, "
+                f"got {np.dtype(dtype) if dtype else type(value).__name__}"
+                f"{list(shape)}"
+            )

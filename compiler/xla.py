@@ -46,25 +46,29 @@ def backend(platform: str | None = None):
     return jax.extend.backend.get_backend(platform)
 
 
-def compile_replicated(module: ir.Module, devices: Sequence[Device],
-                       compiler_options: dict | None = None):
+def compile_replicated(
+    module: ir.Module, devices: Sequence[Device], compiler_options: dict | None = None
+):
     """Compile `module` with one replica per device (replica r runs on devices[r])."""
-    options = _compile_options(devices, replicas=len(devices), partitions=1,
-                               compiler_options=compiler_options)
+    options = _compile_options(
+        devices, replicas=len(devices), partitions=1, compiler_options=compiler_options
+    )
     options.executable_build_options.use_spmd_partitioning = False
     return _load(module, devices, options)
 
 
-def compile_partitioned(module: ir.Module, devices: Sequence[Device],
-                        compiler_options: dict | None = None):
+def compile_partitioned(
+    module: ir.Module, devices: Sequence[Device], compiler_options: dict | None = None
+):
     """Compile `module` in partition form (partition p runs on devices[p]).
 
     What XLA compiles is a copy whose `@main` takes global arrays split as
     `pmapc.split` says and runs the original `@main` with every mesh axis
     manual (see the module docstring); `module` itself is left as it is.
     """
-    options = _compile_options(devices, replicas=1, partitions=len(devices),
-                               compiler_options=compiler_options)
+    options = _compile_options(
+        devices, replicas=1, partitions=len(devices), compiler_options=compiler_options
+    )
     options.executable_build_options.use_spmd_partitioning = True
     options.executable_build_options.use_shardy_partitioner = True
     return _load(manual.all_manual(module), devices, options)
@@ -85,8 +89,8 @@ def _compile_options(devices, *, replicas: int, partitions: int, compiler_option
 
 def _load(module: ir.Module, devices, options):
     return backend(devices[0].platform).compile_and_load(
-        module, executable_devices=_xla_client.DeviceList(tuple(devices)),
-        compile_options=options)
+        module, executable_devices=_xla_client.DeviceList(tuple(devices)), compile_options=options
+    )
 
 
 def module_for_xla(module: ir.Module, form: str) -> ir.Module:
@@ -110,7 +114,8 @@ def estimated_cost(computation, platform: str) -> dict[str, float]:
     if _xla_bridge.using_pjrt_c_api(client):
         raise NotImplementedError(
             f"XLA estimates no cost before compiling on platform '{platform}'; use "
-            "compile().cost_analysis()")
+            "compile().cost_analysis()"
+        )
     return dict(_jax.hlo_module_cost_analysis(client, computation.as_hlo_module()))
 
 
@@ -136,10 +141,14 @@ def result_handlers(signatures, form: str) -> list:
     form executables any more.
     """
     if form == "replicas":
-        return [functools.partial(jax.make_array_from_single_device_arrays, shape, sharding)
-                for shape, _, sharding in signatures]
-    return [_pxla.global_aval_to_result_handler(_core.ShapedArray(shape, dtype), sharding, True)
-            for shape, dtype, sharding in signatures]
+        return [
+            functools.partial(jax.make_array_from_single_device_arrays, shape, sharding)
+            for shape, _, sharding in signatures
+        ]
+    return [
+        _pxla.global_aval_to_result_handler(_core.ShapedArray(shape, dtype), sharding, True)
+        for shape, dtype, sharding in signatures
+    ]
 
 
 def execute(executable, arguments: Sequence[jax.Array], handlers: list) -> list[jax.Array]:

@@ -42,8 +42,9 @@ def local_step(w1, w2, x, y):
 
 @partial(pmapc.pmap, axis_name="data", in_axes=(None, None, 0, 0))
 def train_step(w1_blocks, w2_blocks, x, y):
-    step = pmapc.pmap(local_step, axis_name="model", in_axes=(0, 0, None, None),
-                      out_axes=(0, 0, None))
+    step = pmapc.pmap(
+        local_step, axis_name="model", in_axes=(0, 0, None, None), out_axes=(0, 0, None)
+    )
     return step(w1_blocks, w2_blocks, x, y)
 
 
@@ -73,12 +74,12 @@ def main() -> None:
     whole = (w1, w2)
     for step in range(5):
         w1_blocks, w2_blocks, losses = train_step(
-            *blocks, x.reshape(DATA, BATCH, D_IN), y.reshape(DATA, BATCH, D_OUT))
+            *blocks, x.reshape(DATA, BATCH, D_IN), y.reshape(DATA, BATCH, D_OUT)
+        )
         blocks = (w1_blocks[0], w2_blocks[0])  # every data row holds the same weights
         *whole, loss = reference_step(*whole, x, y)
         print(f"step {step}: loss {float(losses[0]):.6f} (one device: {float(loss):.6f})")
-    agree = np.allclose(split_weights(*[np.asarray(w) for w in whole])[0], blocks[0],
-                        atol=1e-5)
+    agree = np.allclose(split_weights(*[np.asarray(w) for w in whole])[0], blocks[0], atol=1e-5)
     print("weights agree with single-device training:", agree)
 
 

@@ -33,8 +33,12 @@ def run_one_process(process_id: int, processes: int, devices: int, port: int) ->
     pmapc.use_host_devices(devices)  # per process, before jax.distributed.initialize
     import jax
 
-    jax.distributed.initialize(f"127.0.0.1:{port}", num_processes=processes,
-                               process_id=process_id, heartbeat_timeout_seconds=10)
+    jax.distributed.initialize(
+        f"127.0.0.1:{port}",
+        num_processes=processes,
+        process_id=process_id,
+        heartbeat_timeout_seconds=10,
+    )
 
     def say(*parts) -> None:
         # One write per line: gloo's own stdout writes may land between two writes.
@@ -59,20 +63,23 @@ def run_one_process(process_id: int, processes: int, devices: int, port: int) ->
     scaled = x * (np.arange(model)[None, :, None] + 1)
     want_rows = np.broadcast_to(scaled.sum(1, keepdims=True), x.shape)
     want_grand = np.broadcast_to(scaled.sum((0, 1)), x.shape)
-    say(f"mesh data={data} x model={model} over {processes} processes; my rows "
-        f"{mine.start}..{mine.stop - 1}")
+    say(
+        f"mesh data={data} x model={model} over {processes} processes; my rows "
+        f"{mine.start}..{mine.stop - 1}"
+    )
     say("psum over model, my rows [:, 0, :]:", np.asarray(row_totals)[:, 0].tolist())
-    local_ok = (np.allclose(row_totals, want_rows[mine])
-                and np.allclose(grand, want_grand[mine]))
+    local_ok = np.allclose(row_totals, want_rows[mine]) and np.allclose(grand, want_grand[mine])
     say("process-local call agrees with numpy:", local_ok)
 
-    by_process = jax.sharding.Mesh(np.array(jax.devices()).reshape(processes, devices),
-                                   ("process", "device"))
+    by_process = jax.sharding.Mesh(
+        np.array(jax.devices()).reshape(processes, devices), ("process", "device")
+    )
     sharding = jax.sharding.NamedSharding(by_process, jax.sharding.PartitionSpec("process"))
     whole = jax.make_array_from_process_local_data(sharding, x[mine], x.shape)
     global_rows, _ = step(whole)  # a global array in, global arrays out
     global_ok = global_rows.shape == x.shape and all(
-        np.allclose(shard.data, want_rows[shard.index]) for shard in global_rows.addressable_shards)
+        np.allclose(shard.data, want_rows[shard.index]) for shard in global_rows.addressable_shards
+    )
     say("global-array call agrees with numpy:", global_ok)
     return 0 if local_ok and global_ok else 1
 
@@ -87,9 +94,23 @@ def launch(processes: int, devices: int, timeout: float) -> int:
     """Start the processes, relay their marked lines, and wait for them (bounded)."""
     port = str(free_port())
     children = [
-        subprocess.Popen([sys.executable, __file__, "--process-id", str(i), "--processes",
-                          str(processes), "--devices", str(devices), "--port", port],
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        subprocess.Popen(
+            [
+                sys.executable,
+                __file__,
+                "--process-id",
+                str(i),
+                "--processes",
+                str(processes),
+                "--devices",
+                str(devices),
+                "--port",
+                port,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         for i in range(processes)
     ]
     deadline = time.monotonic() + timeout
@@ -98,7 +119,7 @@ def launch(processes: int, devices: int, timeout: float) -> int:
         for i, child in enumerate(children):
             output, _ = child.communicate(timeout=max(1.0, deadline - time.monotonic()))
             lines = output.splitlines()
-            print("\n".join(line[line.index(MARK):] for line in lines if MARK in line))
+            print("\n".join(line[line.index(MARK) :] for line in lines if MARK in line))
             if child.returncode != 0:
                 print(f"process {i} exited with {child.returncode}:", *lines[-20:], sep="\n")
                 status = 1
@@ -116,10 +137,13 @@ def launch(processes: int, devices: int, timeout: float) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--processes", type=int, default=2)
-    parser.add_argument("--devices", type=int, default=4, help="CPU devices per process "
-                        f"(a multiple of {ROWS_PER_PROCESS})")
-    parser.add_argument("--process-id", type=int, help="run as this process (set by the "
-                        "launcher)")
+    parser.add_argument(
+        "--devices",
+        type=int,
+        default=4,
+        help=f"CPU devices per process (a multiple of {ROWS_PER_PROCESS})",
+    )
+    parser.add_argument("--process-id", type=int, help="run as this process (set by the launcher)")
     parser.add_argument("--port", type=int)
     parser.add_argument("--timeout", type=float, default=120.0)
     args = parser.parse_args()

@@ -40,8 +40,7 @@ def main() -> None:
     print("mesh: data=2 x model=4 on", len(jax.devices()), "CPU devices")
     print("psum over data of (psum over model), per device [data, model, :]:")
     print(np.asarray(column_sums))
-    print("agrees with numpy:", np.allclose(column_sums, expected)
-          and np.allclose(grand, expected))
+    print("agrees with numpy:", np.allclose(column_sums, expected) and np.allclose(grand, expected))
 
 
 if __name__ == "__main__":

@@ -80,10 +80,14 @@ IDENTITY_PRIMITIVES = tuple(
 
 # Named-axis primitives pmapc does not lower yet, with what to write instead.
 UNSUPPORTED_PRIMITIVES = {
-    p: advice for p, advice in (
-        (getattr(_parallel, "pbroadcast_p", None),
-         "write psum(jnp.where(axis_index(axis) == source, x, 0), axis) instead"),
-    ) if p
+    p: advice
+    for p, advice in (
+        (
+            getattr(_parallel, "pbroadcast_p", None),
+            "write psum(jnp.where(axis_index(axis) == source, x, 0), axis) instead",
+        ),
+    )
+    if p
 }
 
 
@@ -125,8 +129,13 @@ def lower_body(ctx, name: str, jaxpr: ClosedJaxpr) -> str:
     """Lower `jaxpr` to a private function of the module being built; its symbol."""
     since_0_11: dict[str, Any] = {"out_avals": jaxpr.out_avals} if SINCE_0_11 else {}
     func = _mlir_public.lower_jaxpr_to_fun(
-        ctx.module_context, name, jaxpr, effects=(), num_const_args=0,
-        in_avals=jaxpr.in_avals, **since_0_11,
+        ctx.module_context,
+        name,
+        jaxpr,
+        effects=(),
+        num_const_args=0,
+        in_avals=jaxpr.in_avals,
+        **since_0_11,
     )
     func.attributes["sym_visibility"] = ir.string_attr("private")
     return ir.symbol_name(func)
@@ -171,8 +180,10 @@ def is_user_file(filename: str) -> bool:
 def unbound_axis_name(error: NameError):
     """The axis JAX's axis environment was asked for and does not bind, if `error`
     is that lookup's NameError (read from the failing frame, not the message)."""
-    lookups = {_core.AxisEnv.axis_size.__code__: "axis_name",
-               _parallel._check_axis_names.__code__: "name"}
+    lookups = {
+        _core.AxisEnv.axis_size.__code__: "axis_name",
+        _parallel._check_axis_names.__code__: "name",
+    }
     tb = error.__traceback__
     while tb is not None:
         variable = lookups.get(tb.tb_frame.f_code)
@@ -309,8 +320,7 @@ class _BackwardPasses(threading.local):
 _map_backward_passes = _BackwardPasses()
 
 
-def _all_to_all_transpose(cts, x, *, axis_name, split_axis, concat_axis, axis_index_groups,
-                          tiled):
+def _all_to_all_transpose(cts, x, *, axis_name, split_axis, concat_axis, axis_index_groups, tiled):
     """The primitive with split and concat swapped: `all_to_all_p` always splits and
     concatenates in place (an untiled call adds and drops unit dimensions around it).
 
@@ -320,9 +330,16 @@ def _all_to_all_transpose(cts, x, *, axis_name, split_axis, concat_axis, axis_in
     values pmapc gets here.
     """
     del x
-    return (_parallel.all_to_all_p.bind(
-        cts, axis_name=axis_name, split_axis=concat_axis, concat_axis=split_axis,
-        axis_index_groups=axis_index_groups, tiled=tiled),)
+    return (
+        _parallel.all_to_all_p.bind(
+            cts,
+            axis_name=axis_name,
+            split_axis=concat_axis,
+            concat_axis=split_axis,
+            axis_index_groups=axis_index_groups,
+            tiled=tiled,
+        ),
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -367,8 +384,9 @@ Var = jax.extend.core.Var
 new_jaxpr_eqn = jax.extend.core.new_jaxpr_eqn
 
 
-def register_map_rules(primitive, *, jvp, transpose, partial_eval, partial_eval_staged,
-                       batch) -> None:
+def register_map_rules(
+    primitive, *, jvp, transpose, partial_eval, partial_eval_staged, batch
+) -> None:
     """`partial_eval` splits a map being traced (grad, linearize); `partial_eval_staged`
     splits a map already in a jaxpr (jax.checkpoint, scan's autodiff)."""
     _ad_public.primitive_jvps[primitive] = jvp

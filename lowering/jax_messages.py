@@ -24,8 +24,7 @@ def explained(jax_text: str, ours: str) -> str:
     return f"{jax_text} ({ours})"
 
 
-def inconsistent_sizes(sizes: Sequence[int], axes: Sequence[int], described: Sequence[str]
-                       ) -> str:
+def inconsistent_sizes(sizes: Sequence[int], axes: Sequence[int], described: Sequence[str]) -> str:
     """Mapped dimensions of different sizes: `sizes[i]` is dimension `axes[i]` of the
     mapped argument `described[i]` ("argument x of type float32[8,3]")."""
     counts = collections.Counter(sizes).most_common()
@@ -51,47 +50,62 @@ def no_mapped_argument() -> str:
 
 def in_axes_not_a_prefix(in_axes, args, kwargs) -> str:
     text = jax_api.prefix_error((in_axes, 0), (args, kwargs), "pmap in_axes")
-    text += ("\n\nThe 'full pytree' here is the tuple of arguments passed positionally to "
-             "the pmapped function, and the value of `in_axes` must be a tree prefix of "
-             "that tuple. But it was not a prefix.")
+    text += (
+        "\n\nThe 'full pytree' here is the tuple of arguments passed positionally to "
+        "the pmapped function, and the value of `in_axes` must be a tree prefix of "
+        "that tuple. But it was not a prefix."
+    )
     if kwargs:
-        text += ("\n\nWhen some arguments are passed by keyword to the pmapped function, "
-                 "they are not included in the comparison to `in_axes`. Instead, each "
-                 "argument passed by keyword is mapped over its leading axis. See the "
-                 "description of `in_axes` in the `pmap` docstring: "
-                 "https://jax.readthedocs.io/en/latest/_autosummary/jax.pmap.html#jax.pmap")
-    return text + ("\n\nCheck that the value of the `in_axes` argument to `pmap` is a tree "
-                   "prefix of the tuple of arguments passed positionally to the pmapped "
-                   "function.")
+        text += (
+            "\n\nWhen some arguments are passed by keyword to the pmapped function, "
+            "they are not included in the comparison to `in_axes`. Instead, each "
+            "argument passed by keyword is mapped over its leading axis. See the "
+            "description of `in_axes` in the `pmap` docstring: "
+            "https://jax.readthedocs.io/en/latest/_autosummary/jax.pmap.html#jax.pmap"
+        )
+    return text + (
+        "\n\nCheck that the value of the `in_axes` argument to `pmap` is a tree "
+        "prefix of the tuple of arguments passed positionally to the pmapped "
+        "function."
+    )
 
 
 def out_axes_not_a_prefix(out_axes, outputs) -> str:
     return jax_api.prefix_error(out_axes, outputs, "pmap out_axes") + (
         "\n\nThe full pytree is the output of the pmapped function. Ensure that the "
         "`out_axes` argument to `pmap` is a pytree prefix of the pmapped function's "
-        "output.")
+        "output."
+    )
 
 
 def unbound_axis(name: Hashable, bound: Sequence[Hashable]) -> str:
-    return (f"unbound axis name: {name}. The following axis names (e.g. defined by pmap) "
-            f"are available to collective operations: {list(bound)}")
+    return (
+        f"unbound axis name: {name}. The following axis names (e.g. defined by pmap) "
+        f"are available to collective operations: {list(bound)}"
+    )
 
 
 def not_hashable(value, error: TypeError) -> str:
-    return ("Non-hashable static arguments are not supported. An error occurred while "
-            f"trying to hash an object of type {type(value)}, {value}. The error was:\n"
-            f"TypeError: {error}\n")
+    return (
+        "Non-hashable static arguments are not supported. An error occurred while "
+        f"trying to hash an object of type {type(value)}, {value}. The error was:\n"
+        f"TypeError: {error}\n"
+    )
 
 
 def too_few_devices(required: int, available: int) -> str:
-    return (f"compiling computation that requires {required} logical devices, but only "
-            f"{available} XLA devices are available (num_replicas={required})")
+    return (
+        f"compiling computation that requires {required} logical devices, but only "
+        f"{available} XLA devices are available (num_replicas={required})"
+    )
 
 
 def devices_and_axis_size(axis_size: int, devices: int) -> str:
-    return ("Leading axis size of input to pmapped function must equal the number of local "
-            "devices passed to pmap. Got "
-            f"axis_size={axis_size}, num_local_devices={devices}.")
+    return (
+        "Leading axis size of input to pmapped function must equal the number of local "
+        "devices passed to pmap. Got "
+        f"axis_size={axis_size}, num_local_devices={devices}."
+    )
 
 
 def no_devices() -> str:

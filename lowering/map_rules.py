@@ -34,14 +34,19 @@ from pmapc.lowering.primitives import bind_map, map_p
 def _trace_body(fun, avals, axis_name, axis_size):
     """(closed body jaxpr, constants it captured) of `fun` on one index of the axis."""
     closed = jax.make_jaxpr(fun, axis_env=[(axis_name, axis_size)])(
-        *[jax_api.shape_dtype(aval) for aval in avals])
+        *[jax_api.shape_dtype(aval) for aval in avals]
+    )
     return jax_api.closure_to_arguments(closed)
 
 
 def _bind_with_constants(constants, operands, *, jaxpr, in_axes, out_axes, **params):
-    return bind_map([*constants, *operands], jaxpr=jaxpr,
-                    in_axes=[None] * len(constants) + list(in_axes), out_axes=out_axes,
-                    **params)
+    return bind_map(
+        [*constants, *operands],
+        jaxpr=jaxpr,
+        in_axes=[None] * len(constants) + list(in_axes),
+        out_axes=out_axes,
+        **params,
+    )
 
 
 # ----------------------------------------------------------------------------
@@ -57,12 +62,18 @@ def _map_jvp(primals, tangents, *, jaxpr, in_axes, out_axes, **params):
     tangent_in_axes = [a for a, nz in zip(in_axes, nonzeros) if nz]
     tangent_out_axes = [a for a, nz in zip(out_axes, out_nonzeros) if nz]
     outs = _bind_with_constants(
-        constants, [*primals, *tangents_in], jaxpr=body,
-        in_axes=[*in_axes, *tangent_in_axes], out_axes=[*out_axes, *tangent_out_axes],
-        **params)
-    primals_out, nonzero_tangents = outs[:len(out_axes)], iter(outs[len(out_axes):])
-    tangents_out = [next(nonzero_tangents) if nz else jax_api.tangent_zero(p)
-                    for p, nz in zip(primals_out, out_nonzeros)]
+        constants,
+        [*primals, *tangents_in],
+        jaxpr=body,
+        in_axes=[*in_axes, *tangent_in_axes],
+        out_axes=[*out_axes, *tangent_out_axes],
+        **params,
+    )
+    primals_out, nonzero_tangents = outs[: len(out_axes)], iter(outs[len(out_axes) :])
+    tangents_out = [
+        next(nonzero_tangents) if nz else jax_api.tangent_zero(p)
+        for p, nz in zip(primals_out, out_nonzeros)
+    ]
     return primals_out, tangents_out
 
 
@@ -74,33 +85,51 @@ def _map_partial_eval(trace, *tracers, jaxpr, in_axes, out_axes, **params):
     unknowns = [not t.pval.is_known() for t in tracers]
     with jax_api.axis_env(params["axis_name"], params["axis_size"]):
         known_closed, unknown_closed, out_unknowns, residual_avals = (
-            jax_api.partial_eval_jaxpr_nounits(jaxpr, unknowns, instantiate=False))
+            jax_api.partial_eval_jaxpr_nounits(jaxpr, unknowns, instantiate=False)
+        )
     residual_count = len(residual_avals)
 
     known_body, known_constants = jax_api.closure_to_arguments(known_closed)
     known_values = [t.pval.get_known() for t, uk in zip(tracers, unknowns) if not uk]
     known_outs = _bind_with_constants(
-        known_constants, known_values, jaxpr=known_body,
+        known_constants,
+        known_values,
+        jaxpr=known_body,
         in_axes=[a for a, uk in zip(in_axes, unknowns) if not uk],
-        out_axes=[*[a for a, uk in zip(out_axes, out_unknowns) if not uk],
-                  *[0] * residual_count],
-        **params)
+        out_axes=[*[a for a, uk in zip(out_axes, out_unknowns) if not uk], *[0] * residual_count],
+        **params,
+    )
     split = len(known_outs) - residual_count
     known_outs, residuals = known_outs[:split], known_outs[split:]
 
     unknown_body, unknown_constants = jax_api.closure_to_arguments(unknown_closed)
-    in_tracers = [*map(trace.new_instantiated_const, [*unknown_constants, *residuals]),
-                  *[trace.instantiate_const(t) for t, uk in zip(tracers, unknowns) if uk]]
+    in_tracers = [
+        *map(trace.new_instantiated_const, [*unknown_constants, *residuals]),
+        *[trace.instantiate_const(t) for t, uk in zip(tracers, unknowns) if uk],
+    ]
     unknown_params = dict(
-        params, jaxpr=unknown_body,
-        in_axes=(*[None] * len(unknown_constants), *[0] * residual_count,
-                 *[a for a, uk in zip(in_axes, unknowns) if uk]),
-        out_axes=tuple(a for a, uk in zip(out_axes, out_unknowns) if uk))
+        params,
+        jaxpr=unknown_body,
+        in_axes=(
+            *[None] * len(unknown_constants),
+            *[0] * residual_count,
+            *[a for a, uk in zip(in_axes, unknowns) if uk],
+        ),
+        out_axes=tuple(a for a, uk in zip(out_axes, out_unknowns) if uk),
+    )
     out_avals = map_p.abstract_eval(*[t.aval for t in in_tracers], **unknown_params)[0]
-    out_tracers = [jax_api.JaxprTracer(trace, jax_api.PartialVal.unknown(aval), None)
-                   for aval in out_avals]
-    recipe = jax_api.new_eqn_recipe(trace, in_tracers, out_tracers, map_p, unknown_params,
-                                    unknown_body.effects, jax_api.current_source_info())
+    out_tracers = [
+        jax_api.JaxprTracer(trace, jax_api.PartialVal.unknown(aval), None) for aval in out_avals
+    ]
+    recipe = jax_api.new_eqn_recipe(
+        trace,
+        in_tracers,
+        out_tracers,
+        map_p,
+        unknown_params,
+        unknown_body.effects,
+        jax_api.current_source_info(),
+    )
     for tracer in out_tracers:
         tracer.recipe = recipe
     known, unknown = iter(known_outs), iter(out_tracers)
@@ -114,29 +143,48 @@ def _map_partial_eval_staged(saveable, unknowns, instantiate, eqn):
     in_axes, out_axes = params["in_axes"], params["out_axes"]
     with jax_api.axis_env(params["axis_name"], params["axis_size"]):
         known, staged, out_unknowns, out_instantiated, residual_count = (
-            jax_api.partial_eval_jaxpr_custom(params["jaxpr"].jaxpr, unknowns, True, False,
-                                              True, saveable))
-    residuals = [jax_api.Var(_stacked(v.aval, params["axis_size"]))
-                 for v in staged.invars[:residual_count]]
+            jax_api.partial_eval_jaxpr_custom(
+                params["jaxpr"].jaxpr, unknowns, True, False, True, saveable
+            )
+        )
+    residuals = [
+        jax_api.Var(_stacked(v.aval, params["axis_size"])) for v in staged.invars[:residual_count]
+    ]
     known_eqn = jax_api.new_jaxpr_eqn(
         [v for v, uk in zip(eqn.invars, unknowns) if not uk],
-        [*[v for v, uk in zip(eqn.outvars, out_unknowns) if not uk], *residuals], map_p,
-        dict(params, jaxpr=jax_api.ClosedJaxpr(known, ()),
-             in_axes=tuple(a for a, uk in zip(in_axes, unknowns) if not uk),
-             out_axes=(*[a for a, uk in zip(out_axes, out_unknowns) if not uk],
-                       *[0] * residual_count)),
-        known.effects, eqn.source_info, eqn.ctx)
+        [*[v for v, uk in zip(eqn.outvars, out_unknowns) if not uk], *residuals],
+        map_p,
+        dict(
+            params,
+            jaxpr=jax_api.ClosedJaxpr(known, ()),
+            in_axes=tuple(a for a, uk in zip(in_axes, unknowns) if not uk),
+            out_axes=(
+                *[a for a, uk in zip(out_axes, out_unknowns) if not uk],
+                *[0] * residual_count,
+            ),
+        ),
+        known.effects,
+        eqn.source_info,
+        eqn.ctx,
+    )
     staged_eqn = jax_api.new_jaxpr_eqn(
         [*residuals, *eqn.invars],
-        [v for v, inst in zip(eqn.outvars, out_instantiated) if inst], map_p,
-        dict(params, jaxpr=jax_api.ClosedJaxpr(staged, ()),
-             in_axes=(*[0] * residual_count, *in_axes),
-             out_axes=tuple(a for a, inst in zip(out_axes, out_instantiated) if inst)),
-        staged.effects, eqn.source_info, eqn.ctx)
-    newly_instantiated = [v for v, inst in zip(eqn.invars, instantiate)
-                          if isinstance(v, jax_api.Var) and not inst]
-    return known_eqn, staged_eqn, out_unknowns, out_instantiated, [
-        *newly_instantiated, *residuals]
+        [v for v, inst in zip(eqn.outvars, out_instantiated) if inst],
+        map_p,
+        dict(
+            params,
+            jaxpr=jax_api.ClosedJaxpr(staged, ()),
+            in_axes=(*[0] * residual_count, *in_axes),
+            out_axes=tuple(a for a, inst in zip(out_axes, out_instantiated) if inst),
+        ),
+        staged.effects,
+        eqn.source_info,
+        eqn.ctx,
+    )
+    newly_instantiated = [
+        v for v, inst in zip(eqn.invars, instantiate) if isinstance(v, jax_api.Var) and not inst
+    ]
+    return known_eqn, staged_eqn, out_unknowns, out_instantiated, [*newly_instantiated, *residuals]
 
 
 def _stacked(aval, axis_size):
@@ -152,23 +200,34 @@ def _map_transpose(cotangents, *args, jaxpr, in_axes, out_axes, **params):
     linear = [jax_api.is_undefined_primal(x) for x in args]
     residuals = [x for x, lin in zip(args, linear) if not lin]
     residual_avals = [aval for aval, lin in zip(jaxpr.in_avals, linear) if not lin]
-    cotangents = [_fan_out(jax_api.instantiate_zeros(ct), axis, axis_size)
-                  for ct, axis in zip(cotangents, out_axes)]
+    cotangents = [
+        _fan_out(jax_api.instantiate_zeros(ct), axis, axis_size)
+        for ct, axis in zip(cotangents, out_axes)
+    ]
 
     def transposed_body(*values):
-        given = iter(values[:len(residuals)])
-        primals = [jax_api.UndefinedPrimal(aval) if lin else next(given)
-                   for aval, lin in zip(jaxpr.in_avals, linear)]
-        input_cts = jax_api.backward_pass(jaxpr, primals, list(values[len(residuals):]))
+        given = iter(values[: len(residuals)])
+        primals = [
+            jax_api.UndefinedPrimal(aval) if lin else next(given)
+            for aval, lin in zip(jaxpr.in_avals, linear)
+        ]
+        input_cts = jax_api.backward_pass(jaxpr, primals, list(values[len(residuals) :]))
         return [jax_api.instantiate_zeros(ct) for ct, lin in zip(input_cts, linear) if lin]
 
-    body, constants = _trace_body(transposed_body, [*residual_avals, *jaxpr.out_avals],
-                                  axis_name, axis_size)
+    body, constants = _trace_body(
+        transposed_body, [*residual_avals, *jaxpr.out_avals], axis_name, axis_size
+    )
     linear_in_axes = [a for a, lin in zip(in_axes, linear) if lin]
-    outs = iter(_bind_with_constants(
-        constants, [*residuals, *cotangents], jaxpr=body,
-        in_axes=[*[a for a, lin in zip(in_axes, linear) if not lin], *out_axes],
-        out_axes=[0 if a is None else a for a in linear_in_axes], **params))
+    outs = iter(
+        _bind_with_constants(
+            constants,
+            [*residuals, *cotangents],
+            jaxpr=body,
+            in_axes=[*[a for a, lin in zip(in_axes, linear) if not lin], *out_axes],
+            out_axes=[0 if a is None else a for a in linear_in_axes],
+            **params,
+        )
+    )
     cts = [_fan_in(next(outs), axis) for axis in linear_in_axes]
     cts = iter(cts)
     return [next(cts) if lin else None for lin in linear]
@@ -210,12 +269,21 @@ def _map_batch(axis_data, args, dims, *, jaxpr, in_axes, out_axes, **params):
         batched_closed, out_batched = jax_api.batch_jaxpr(jaxpr, axis_data, batched, False)
     body, constants = jax_api.closure_to_arguments(batched_closed)
     outs = _bind_with_constants(
-        constants, operands, jaxpr=body, in_axes=body_in_axes,
+        constants,
+        operands,
+        jaxpr=body,
+        in_axes=body_in_axes,
         out_axes=[None if axis is None else axis + b for axis, b in zip(out_axes, out_batched)],
-        **params)
+        **params,
+    )
     return outs, [0 if b else None for b in out_batched]
 
 
-jax_api.register_map_rules(map_p, jvp=_map_jvp, transpose=_map_transpose,
-                           partial_eval=_map_partial_eval,
-                           partial_eval_staged=_map_partial_eval_staged, batch=_map_batch)
+jax_api.register_map_rules(
+    map_p,
+    jvp=_map_jvp,
+    transpose=_map_transpose,
+    partial_eval=_map_partial_eval,
+    partial_eval_staged=_map_partial_eval_staged,
+    batch=_map_batch,
+)

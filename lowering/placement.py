@@ -25,8 +25,7 @@ from pmapc.lowering import jax_api, primitives
 from pmapc.mesh import Mesh
 
 
-def mesh_of_nest(jaxpr, axis_name: str, axis_size: int, devices,
-                 backend) -> JaxMesh | AbstractMesh:
+def mesh_of_nest(jaxpr, axis_name: str, axis_size: int, devices, backend) -> JaxMesh | AbstractMesh:
     """The mesh an outermost map over `axis_name` with body `jaxpr` runs on."""
     outermost = ((dialect.axis_label(axis_name), axis_size),)
     chains = [outermost]
@@ -34,13 +33,16 @@ def mesh_of_nest(jaxpr, axis_name: str, axis_size: int, devices,
     try:
         mesh = layout.layout(chains).mesh
     except ValueError:
-        raise AxisError("the maps nested in the map over "
-                        f"'{dialect.axis_label(axis_name)}' have sizes that share no device "
-                        "layout (sibling maps whose sizes do not divide one another); make "
-                        "the sizes of sibling maps divide one another") from None
+        raise AxisError(
+            "the maps nested in the map over "
+            f"'{dialect.axis_label(axis_name)}' have sizes that share no device "
+            "layout (sibling maps whose sizes do not divide one another); make "
+            "the sizes of sibling maps divide one another"
+        ) from None
     if devices is None and len(jax.devices(backend)) < mesh.size:
-        return AbstractMesh(mesh.axis_sizes, mesh.axis_names,
-                            axis_types=(AxisType.Auto,) * len(mesh.axis_names))
+        return AbstractMesh(
+            mesh.axis_sizes, mesh.axis_names, axis_types=(AxisType.Auto,) * len(mesh.axis_names)
+        )
     return runtime.jax_mesh(mesh, runtime.pick_devices(mesh, devices, backend))
 
 
@@ -60,8 +62,7 @@ def _find_chains(jaxpr, scope: Chain, chains: list[Chain]) -> None:
     """Record the chain of every map in `jaxpr`, which runs in `scope`."""
     for eqn in jaxpr.eqns:
         if eqn.primitive is primitives.map_p:
-            chain = (*scope, (dialect.axis_label(eqn.params["axis_name"]),
-                              eqn.params["axis_size"]))
+            chain = (*scope, (dialect.axis_label(eqn.params["axis_name"]), eqn.params["axis_size"]))
             chains.append(chain)
             _find_chains(eqn.params["jaxpr"].jaxpr, chain, chains)
             continue
@@ -76,8 +77,11 @@ def onto_mesh(mesh: JaxMesh, leaves, leaf_axes) -> tuple[list, list[tuple[int, s
     placed, moves = [], []
     for index, (leaf, axis) in enumerate(zip(leaves, leaf_axes)):
         if isinstance(leaf, jax.Array) and leaf.committed:
-            spec = PartitionSpec() if axis is None else PartitionSpec(
-                *[None] * axis, mesh.axis_names[0])
+            spec = (
+                PartitionSpec()
+                if axis is None
+                else PartitionSpec(*[None] * axis, mesh.axis_names[0])
+            )
             target = NamedSharding(mesh, spec)
             if not leaf.sharding.is_equivalent_to(target, leaf.ndim):
                 moves.append((index, _where(leaf.sharding, target)))

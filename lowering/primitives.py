@@ -40,8 +40,14 @@ def bind_map(operands, *, jaxpr, axis_name, axis_size, in_axes, out_axes, name, 
     if mesh is not None:
         operands = jax_api.place_on_mesh(operands, mesh)
     return map_p.bind(
-        *operands, jaxpr=jaxpr, axis_name=axis_name, axis_size=axis_size,
-        in_axes=tuple(in_axes), out_axes=tuple(out_axes), name=name, mesh=mesh,
+        *operands,
+        jaxpr=jaxpr,
+        axis_name=axis_name,
+        axis_size=axis_size,
+        in_axes=tuple(in_axes),
+        out_axes=tuple(out_axes),
+        name=name,
+        mesh=mesh,
     )
 
 
@@ -56,8 +62,10 @@ def _map_abstract_eval(*avals, jaxpr, axis_name, axis_size, in_axes, out_axes, n
 def _map_lowering(ctx, *operands, mesh, **params):
     """Lowering inside `jax.jit`: the outermost map through pmapc's passes."""
     if mesh is None:
-        raise AxisError(f"the map over '{params['axis_name']}' is lowered outside the "
-                        "pmapc.pmap program it belongs to; call it inside its outer map")
+        raise AxisError(
+            f"the map over '{params['axis_name']}' is lowered outside the "
+            "pmapc.pmap program it belongs to; call it inside its outer map"
+        )
     from pmapc.compiler import embed  # the compiler depends on this module, not back
 
     return embed.lower_outermost(ctx, operands, mesh=mesh, **params)
@@ -72,16 +80,16 @@ jax_api.register_lowering(map_p, _map_lowering)
 # pmapc IR: maps -> @pmapc.map, JAX collectives -> @pmapc.<kind>
 
 
-def _map_to_pmapc_ir(ctx, *operands, jaxpr, axis_name, axis_size, in_axes, out_axes, name,
-                     mesh):
+def _map_to_pmapc_ir(ctx, *operands, jaxpr, axis_name, axis_size, in_axes, out_axes, name, mesh):
     callee = jax_api.lower_body(ctx, name, jaxpr)
     result_types = [jax_api.ir_type_of(ctx, aval) for aval in ctx.avals_out]
     attributes = {
         "call_target_name": ir.string_attr(dialect.MAP_TARGET),
         "called_computations": ir.array_attr([ir.symbol_ref_attr(callee)]),
     }
-    attributes.update(dialect.map_config(dialect.axis_label(axis_name), axis_size, in_axes,
-                                         out_axes))
+    attributes.update(
+        dialect.map_config(dialect.axis_label(axis_name), axis_size, in_axes, out_axes)
+    )
     b = unobserved(ir.current_insertion_point(), ir.current_location())
     return b.create(dialect.CUSTOM_CALL, _flatten(operands), result_types, attributes).results
 
@@ -99,8 +107,11 @@ def _axes_of(params) -> tuple[tuple[str, ...], tuple[int, ...]]:
     if len(set(named)) != len(named):
         repeated = next(n for n in named if named.count(n) > 1)
         # JAX raises a ValueError for a repeated axis; ArgumentError is one.
-        raise _at_user_line(ArgumentError(
-            f"axis '{repeated}' is named twice in {tuple(named)}; name each axis once"))
+        raise _at_user_line(
+            ArgumentError(
+                f"axis '{repeated}' is named twice in {tuple(named)}; name each axis once"
+            )
+        )
     return named, positional
 
 
@@ -109,22 +120,28 @@ def _collective_rule(collective: Collective):
         b = unobserved(ir.current_insertion_point(), ir.current_location())
         operands = _flatten(operands)
         if not collective.takes_bool and any(aval.dtype == np.bool_ for aval in ctx.avals_in):
-            raise _at_user_line(ArgumentError(
-                f"'{collective.kind}' does not take bool operands (JAX's reduction refuses "
-                "them too); convert to an integer type first, e.g. x.astype(jnp.int32)"))
+            raise _at_user_line(
+                ArgumentError(
+                    f"'{collective.kind}' does not take bool operands (JAX's reduction refuses "
+                    "them too); convert to an integer type first, e.g. x.astype(jnp.int32)"
+                )
+            )
         named, positional = _axes_of(params)
         if positional:
             if not collective.reduction:
-                raise _at_user_line(AxisError(
-                    f"'{collective.kind}' over a positional axis {positional} is not "
-                    "supported; name the axis with pmapc.pmap or jax.vmap"))
-            operands = [hlo.reduce_dims(b, v, positional, collective.combiner)
-                        for v in operands]
+                raise _at_user_line(
+                    AxisError(
+                        f"'{collective.kind}' over a positional axis {positional} is not "
+                        "supported; name the axis with pmapc.pmap or jax.vmap"
+                    )
+                )
+            operands = [hlo.reduce_dims(b, v, positional, collective.combiner) for v in operands]
         if not named:
             return operands
         result_types = [jax_api.ir_type_of(ctx, aval) for aval in ctx.avals_out]
-        op = dialect.create_collective(b, collective.kind, operands, result_types, named,
-                                       collective.params_from_jax(params))
+        op = dialect.create_collective(
+            b, collective.kind, operands, result_types, named, collective.params_from_jax(params)
+        )
         return op.results
 
     return rule
@@ -147,8 +164,10 @@ def pmapc_ir_rules() -> list[tuple[jax_api.Primitive, Callable[..., Any]]]:
     mark how values vary or are laid out are identities.
     """
     rules: list[tuple[jax_api.Primitive, Callable[..., Any]]] = [(map_p, _map_to_pmapc_ir)]
-    rules.extend((jax_api.collective_primitive(collective), _collective_rule(collective))
-                 for collective in collectives.ALL)
+    rules.extend(
+        (jax_api.collective_primitive(collective), _collective_rule(collective))
+        for collective in collectives.ALL
+    )
     rules.extend((p, _identity_rule) for p in jax_api.IDENTITY_PRIMITIVES)
     return rules
 

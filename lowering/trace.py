@@ -72,14 +72,19 @@ def flatten_call(spec: MapSpec, args: Sequence, kwargs: dict | None = None) -> M
     leaves, in_tree = jax.tree_util.tree_flatten(dynamic)
     in_axes = _positional_in_axes(spec, len(args), static, kwargs)
     leaf_axes = broadcast_prefix(
-        spec, "in_axes", in_axes, positional,
-        lambda: jax_messages.in_axes_not_a_prefix(in_axes, positional, kwargs))
+        spec,
+        "in_axes",
+        in_axes,
+        positional,
+        lambda: jax_messages.in_axes_not_a_prefix(in_axes, positional, kwargs),
+    )
     leaf_axes += [0] * (len(leaves) - len(leaf_axes))
-    paths = [_argument_path(path) for path, _ in
-             jax.tree_util.tree_flatten_with_path(dynamic)[0]]
+    paths = [_argument_path(path) for path, _ in jax.tree_util.tree_flatten_with_path(dynamic)[0]]
     leaves = [_as_array(spec, leaf, path) for leaf, path in zip(leaves, paths)]
-    leaf_axes = [_normalize_axis(spec, "in_axes", axis, np.ndim(leaf), path)
-                 for axis, leaf, path in zip(leaf_axes, leaves, paths)]
+    leaf_axes = [
+        _normalize_axis(spec, "in_axes", axis, np.ndim(leaf), path)
+        for axis, leaf, path in zip(leaf_axes, leaves, paths)
+    ]
     call = MappedCall(leaves, in_tree, leaf_axes, static, 0)
     return dataclasses.replace(call, axis_size=_axis_size(spec, call))
 
@@ -88,9 +93,11 @@ def check_argnums(name: str, what: str, argnums: Sequence[int], count: int) -> N
     """Refuse argument numbers that name no positional argument of the call."""
     missing = [i for i in argnums if not 0 <= i < count]
     if missing:
-        raise ArgumentError(f"{what}={tuple(argnums)}, but '{name}' was called with {count} "
-                            f"positional argument(s), so {missing[0]} names none; pass that "
-                            f"argument or use numbers in 0..{count - 1}")
+        raise ArgumentError(
+            f"{what}={tuple(argnums)}, but '{name}' was called with {count} "
+            f"positional argument(s), so {missing[0]} names none; pass that "
+            f"argument or use numbers in 0..{count - 1}"
+        )
 
 
 def _argument_path(path) -> str:
@@ -109,30 +116,39 @@ def _positional_in_axes(spec: MapSpec, count: int, static: dict, kwargs: dict) -
         return tuple(a for i, a in enumerate(in_axes) if i not in static)
     if len(in_axes) != count - len(static):
         positional = tuple(None for i in range(count) if i not in static)
-        raise ShapeError(jax_messages.explained(
-            jax_messages.in_axes_not_a_prefix(in_axes, positional, kwargs),
-            f"pmapc.pmap over '{spec.axis_name}': in_axes has {len(in_axes)} entries for "
-            f"{count - len(static)} mapped positional arguments; give one entry per "
-            "argument (or a single int or None for all)"))
+        raise ShapeError(
+            jax_messages.explained(
+                jax_messages.in_axes_not_a_prefix(in_axes, positional, kwargs),
+                f"pmapc.pmap over '{spec.axis_name}': in_axes has {len(in_axes)} entries for "
+                f"{count - len(static)} mapped positional arguments; give one entry per "
+                "argument (or a single int or None for all)",
+            )
+        )
     return in_axes
 
 
-def broadcast_prefix(spec: MapSpec, what: str, axes_tree, values_tree,
-                     jax_wording: Callable[[], str]) -> list:
+def broadcast_prefix(
+    spec: MapSpec, what: str, axes_tree, values_tree, jax_wording: Callable[[], str]
+) -> list:
     """The axis of every leaf of `values_tree`, from an `in_axes`/`out_axes` prefix tree;
     `jax_wording()` is JAX 0.4.30's message when it is not a prefix."""
     try:
         per_leaf = jax.tree_util.tree_map(
             lambda axis, sub: _SameAxis(axis, len(jax.tree_util.tree_leaves(sub))),
-            axes_tree, values_tree, is_leaf=lambda x: x is None,
+            axes_tree,
+            values_tree,
+            is_leaf=lambda x: x is None,
         )
     except (ValueError, TypeError):
         structure = jax.tree_util.tree_structure(values_tree)
-        raise ShapeError(jax_messages.explained(
-            jax_wording(),
-            f"pmapc.pmap over '{spec.axis_name}': {what} {axes_tree!r} does not match the "
-            f"structure of the values it describes, {structure}; give a prefix of that "
-            "structure")) from None
+        raise ShapeError(
+            jax_messages.explained(
+                jax_wording(),
+                f"pmapc.pmap over '{spec.axis_name}': {what} {axes_tree!r} does not match the "
+                f"structure of the values it describes, {structure}; give a prefix of that "
+                "structure",
+            )
+        ) from None
     groups = jax.tree_util.tree_leaves(per_leaf)
     return [group.axis for group in groups for _ in range(group.count)]
 
@@ -149,16 +165,22 @@ def _normalize_axis(spec, what, axis, rank, path, extra=0) -> int | None:
     if axis is None:
         return None
     if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
-        raise ShapeError(f"pmapc.pmap over '{spec.axis_name}': {what} entries must be int or "
-                         f"None, got {axis!r} for {path or 'the value'}")
+        raise ShapeError(
+            f"pmapc.pmap over '{spec.axis_name}': {what} entries must be int or "
+            f"None, got {axis!r} for {path or 'the value'}"
+        )
     limit = rank + extra
     if limit == 0:
-        raise ShapeError(f"pmapc.pmap over '{spec.axis_name}': {path or 'the value'} is a "
-                         f"scalar, so {what} entry {axis} cannot map it; use None for it")
+        raise ShapeError(
+            f"pmapc.pmap over '{spec.axis_name}': {path or 'the value'} is a "
+            f"scalar, so {what} entry {axis} cannot map it; use None for it"
+        )
     if not -limit <= axis < limit:
-        raise ShapeError(f"pmapc.pmap over '{spec.axis_name}': {what} entry {axis} is out of "
-                         f"range for {path or 'the value'} of rank {rank}; use an axis in "
-                         f"{-limit}..{limit - 1} or None")
+        raise ShapeError(
+            f"pmapc.pmap over '{spec.axis_name}': {what} entry {axis} is out of "
+            f"range for {path or 'the value'} of rank {rank}; use an axis in "
+            f"{-limit}..{limit - 1} or None"
+        )
     return int(axis) % limit
 
 
@@ -170,21 +192,27 @@ def argument_names(fun, in_tree, static_argnums: Sequence[int]) -> list[str]:
         parameters = list(inspect.signature(fun).parameters.values())
     except (TypeError, ValueError):  # a builtin or a callable without a signature
         parameters = []
-    positional = [p.name for p in parameters if p.kind in (
-        inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
-    extra = next((p.name for p in parameters if p.kind is inspect.Parameter.VAR_POSITIONAL),
-                 "args")
+    positional = [
+        p.name
+        for p in parameters
+        if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    ]
+    extra = next((p.name for p in parameters if p.kind is inspect.Parameter.VAR_POSITIONAL), "args")
     given = len(in_tree.children()[0].children()) + len(static_argnums)
     dynamic = [i for i in range(given) if i not in static_argnums]
     paths, _ = jax.tree_util.tree_flatten_with_path(
         jax.tree_util.tree_unflatten(in_tree, [None] * in_tree.num_leaves),
-        is_leaf=lambda leaf: leaf is None)
+        is_leaf=lambda leaf: leaf is None,
+    )
     names = []
     for (kind, key, *rest), _ in paths:
         if kind.idx == 0:  # a positional argument, numbered among the dynamic ones
             index = dynamic[key.idx]
-            base = positional[index] if index < len(positional) else (
-                f"{extra}[{index - len(positional)}]")
+            base = (
+                positional[index]
+                if index < len(positional)
+                else (f"{extra}[{index - len(positional)}]")
+            )
         else:
             base = key.key
         names.append(base + jax.tree_util.keystr(tuple(rest)))
@@ -200,46 +228,63 @@ def as_device_value(leaf):
 
 
 def _as_array(spec: MapSpec, leaf, path: str):
-    if jax_api.is_tracer(leaf) or isinstance(leaf, (jax.Array, np.ndarray, np.generic, bool,
-                                                       int, float, complex)):
+    if jax_api.is_tracer(leaf) or isinstance(
+        leaf, (jax.Array, np.ndarray, np.generic, bool, int, float, complex)
+    ):
         return as_device_value(leaf)
-    raise ArgumentError(f"pmapc.pmap over '{spec.axis_name}': argument {path or ''} is a "
-                     f"{type(leaf).__name__}, not an array; pass arrays (or mark the argument "
-                     "static with static_broadcasted_argnums)")
+    raise ArgumentError(
+        f"pmapc.pmap over '{spec.axis_name}': argument {path or ''} is a "
+        f"{type(leaf).__name__}, not an array; pass arrays (or mark the argument "
+        "static with static_broadcasted_argnums)"
+    )
 
 
 def _axis_size(spec: MapSpec, call: MappedCall) -> int:
-    mapped = [(index, np.shape(leaf)[axis], axis)
-              for index, (leaf, axis) in enumerate(zip(call.leaves, call.leaf_axes))
-              if axis is not None]
+    mapped = [
+        (index, np.shape(leaf)[axis], axis)
+        for index, (leaf, axis) in enumerate(zip(call.leaves, call.leaf_axes))
+        if axis is not None
+    ]
     sizes = [size for _, size, _ in mapped]
     if len(set(sizes)) > 1:
         names = argument_names(spec.fun, call.in_tree, tuple(call.static_args))
-        described = [f"argument {names[index]} of type "
-                     f"{jax.typeof(call.leaves[index]).str_short()}" for index, _, _ in mapped]
-        raise ShapeError(jax_messages.explained(
-            jax_messages.inconsistent_sizes(sizes, [axis for _, _, axis in mapped], described),
-            f"pmapc.pmap over '{spec.axis_name}': every mapped dimension must have the same "
-            "size"))
+        described = [
+            f"argument {names[index]} of type {jax.typeof(call.leaves[index]).str_short()}"
+            for index, _, _ in mapped
+        ]
+        raise ShapeError(
+            jax_messages.explained(
+                jax_messages.inconsistent_sizes(sizes, [axis for _, _, axis in mapped], described),
+                f"pmapc.pmap over '{spec.axis_name}': every mapped dimension must have the same "
+                "size",
+            )
+        )
     if spec.axis_size is not None and sizes and sizes[0] != spec.axis_size:
-        raise ShapeError(jax_messages.explained(
-            jax_messages.axis_size_mismatch(spec.axis_size, sizes[0]),
-            f"pmapc.pmap over '{spec.axis_name}': axis_size={spec.axis_size}, but the mapped "
-            f"dimensions have size {sizes[0]}; leave axis_size out or make them agree"))
+        raise ShapeError(
+            jax_messages.explained(
+                jax_messages.axis_size_mismatch(spec.axis_size, sizes[0]),
+                f"pmapc.pmap over '{spec.axis_name}': axis_size={spec.axis_size}, but the mapped "
+                f"dimensions have size {sizes[0]}; leave axis_size out or make them agree",
+            )
+        )
     if spec.axis_size is None and not sizes:
-        raise ShapeError(jax_messages.explained(
-            jax_messages.no_mapped_argument(),
-            f"pmapc.pmap over '{spec.axis_name}': no argument is mapped (in_axes is None for "
-            "every argument), so the axis size is unknown; map an argument or pass "
-            "axis_size=N"))
+        raise ShapeError(
+            jax_messages.explained(
+                jax_messages.no_mapped_argument(),
+                f"pmapc.pmap over '{spec.axis_name}': no argument is mapped (in_axes is None for "
+                "every argument), so the axis size is unknown; map an argument or pass "
+                "axis_size=N",
+            )
+        )
     return spec.axis_size if spec.axis_size is not None else sizes[0]
 
 
 def trace_body(spec: MapSpec, call: MappedCall):
     """The body's closed jaxpr, its output tree, and the out_axes of each output leaf."""
     body_avals = [
-        jax.ShapeDtypeStruct(_drop(np.shape(leaf), axis), leaf.dtype,
-                             weak_type=jax_api.is_weakly_typed(leaf))
+        jax.ShapeDtypeStruct(
+            _drop(np.shape(leaf), axis), leaf.dtype, weak_type=jax_api.is_weakly_typed(leaf)
+        )
         for leaf, axis in zip(call.leaves, call.leaf_axes)
     ]
     output = {}
@@ -255,8 +300,7 @@ def trace_body(spec: MapSpec, call: MappedCall):
     axes = enclosing_axes()
     axes.append((spec.axis_name, call.axis_size))
     try:
-        closed = jax.make_jaxpr(flat_body, axis_env=[(spec.axis_name, call.axis_size)])(
-            *body_avals)
+        closed = jax.make_jaxpr(flat_body, axis_env=[(spec.axis_name, call.axis_size)])(*body_avals)
     except PmapcError:
         raise  # a nested map's error, already in pmapc's terms
     except NameError as error:
@@ -277,15 +321,20 @@ def trace_body(spec: MapSpec, call: MappedCall):
     out_tree = output["tree"]
     outs = jax.tree_util.tree_unflatten(out_tree, list(closed.out_avals))
     out_axes = broadcast_prefix(
-        spec, "out_axes", spec.out_axes, outs,
-        lambda: jax_messages.out_axes_not_a_prefix(spec.out_axes, outs))
-    out_axes = [_normalize_axis(spec, "out_axes", axis, jax_api.rank(aval), "an output", extra=1)
-                for axis, aval in zip(out_axes, closed.out_avals)]
+        spec,
+        "out_axes",
+        spec.out_axes,
+        outs,
+        lambda: jax_messages.out_axes_not_a_prefix(spec.out_axes, outs),
+    )
+    out_axes = [
+        _normalize_axis(spec, "out_axes", axis, jax_api.rank(aval), "an output", extra=1)
+        for axis, aval in zip(out_axes, closed.out_avals)
+    ]
     return closed, out_tree, out_axes
 
 
-def bind(spec: MapSpec, call: MappedCall, *, devices=None, backend=None,
-         outermost: bool = False):
+def bind(spec: MapSpec, call: MappedCall, *, devices=None, backend=None, outermost: bool = False):
     """Trace the body and bind `map_p`: (flat outputs, output tree).
 
     The outermost map of a nest also finds the mesh the nest runs on (its
@@ -298,9 +347,14 @@ def bind(spec: MapSpec, call: MappedCall, *, devices=None, backend=None,
     if outermost:
         mesh = placement.mesh_of_nest(jaxpr, spec.axis_name, call.axis_size, devices, backend)
     outs = primitives.bind_map(
-        [*constants, *call.leaves], jaxpr=jaxpr, axis_name=spec.axis_name,
-        axis_size=call.axis_size, in_axes=in_axes, out_axes=out_axes,
-        name=symbol_name(spec.name), mesh=mesh,
+        [*constants, *call.leaves],
+        jaxpr=jaxpr,
+        axis_name=spec.axis_name,
+        axis_size=call.axis_size,
+        in_axes=in_axes,
+        out_axes=out_axes,
+        name=symbol_name(spec.name),
+        mesh=mesh,
     )
     return outs, out_tree
 
@@ -327,9 +381,12 @@ def _drop(shape, axis):
 def unbound_axis(name: Hashable) -> AxisError:
     axes = [axis for axis, _ in enclosing_axes()]
     bound = ", ".join(f"'{axis}'" for axis in axes) or "none"
-    return AxisError(jax_messages.explained(
-        jax_messages.unbound_axis(name, axes),
-        f"axis '{name}' is not bound here; bound axes are {bound}"))
+    return AxisError(
+        jax_messages.explained(
+            jax_messages.unbound_axis(name, axes),
+            f"axis '{name}' is not bound here; bound axes are {bound}",
+        )
+    )
 
 
 def index_groups_error(refused: jax_api.RefusedIndexGroups) -> ShapeError | None:

@@ -81,21 +81,25 @@ class Analyses:
         """Drop what the pass that just ran made stale: every result, if it changed
         the IR, but those it preserved."""
         if changed:
-            self._results = {analysis: result for analysis, result in self._results.items()
-                             if analysis in self._preserved}
+            self._results = {
+                analysis: result
+                for analysis, result in self._results.items()
+                if analysis in self._preserved
+            }
         self._preserved.clear()
 
     def preserved(self) -> dict[Callable, object]:
         """The analyses the running pass preserved, with their results."""
         return {analysis: self._results[analysis] for analysis in self._preserved}
 
-
     def keepers(self, module: ir.Module) -> dict[Callable, Keeper]:
         """A keeper for every analysis at hand that can be kept current, and for every
         one whose keeper can start from nothing."""
-        return {analysis: keeper(self._results.get(analysis), module)
-                for analysis, keeper in self._keepers.items()
-                if analysis in self._results or not keeper.needs_result}
+        return {
+            analysis: keeper(self._results.get(analysis), module)
+            for analysis, keeper in self._keepers.items()
+            if analysis in self._results or not keeper.needs_result
+        }
 
 
 def run_pass(pass_: Pass, module: ir.Module, analyses: Analyses) -> bool:
@@ -139,12 +143,14 @@ def _parse_option(pass_name: str, key: str, text: str, type_name) -> object:
             return True
         if text in ("false", "0"):
             return False
-        raise PipelineError(f"option '{key}' of pass '{pass_name}' takes true or false, "
-                            f"got '{text}'")
+        raise PipelineError(
+            f"option '{key}' of pass '{pass_name}' takes true or false, got '{text}'"
+        )
     if type_name == "int":
         try:
             return int(text)
         except ValueError:
-            raise PipelineError(f"option '{key}' of pass '{pass_name}' takes an integer, "
-                                f"got '{text}'") from None
+            raise PipelineError(
+                f"option '{key}' of pass '{pass_name}' takes an integer, got '{text}'"
+            ) from None
     return text

@@ -44,8 +44,9 @@ class CombineAllReducesPass:
         return changed
 
 
-def candidates_by_block(all_reduces: list[Entry], known: dict[int, tuple | None]
-                        ) -> list[list[tuple[ir.Operation, tuple]]]:
+def candidates_by_block(
+    all_reduces: list[Entry], known: dict[int, tuple | None]
+) -> list[list[tuple[ir.Operation, tuple]]]:
     """(all_reduce, reduction_key) of each block holding two or more that could combine,
     in program order (`all_reduces` is every all_reduce's op-index entry, in program
     order; `known`, the keys known of some of them, by `ir.op_key`)."""
@@ -68,8 +69,9 @@ def reduction_keys_hold(known: dict[int, tuple | None], module: ir.Module) -> bo
     """Whether every key known is the key of a live all_reduce of the module (for
     tests: the cache may know fewer than all)."""
     live = {ir.op_key(op): op for op in op_index(module).ops("stablehlo.all_reduce")}
-    return all(identity in live and reduction_key(live[identity]) == key
-               for identity, key in known.items())
+    return all(
+        identity in live and reduction_key(live[identity]) == key for identity, key in known.items()
+    )
 
 
 class ReductionKeys:
@@ -86,8 +88,9 @@ class ReductionKeys:
         self.copies: dict[int, list[int]] = {}  # an unread all_reduce -> its copies
         self.origin: dict[int, int] = {}  # a copy of an unread all_reduce -> that one
 
-    def op_created(self, op: ir.Operation, key: int, ip: ir.InsertionPoint,
-                   source: ir.Operation | None) -> None:
+    def op_created(
+        self, op: ir.Operation, key: int, ip: ir.InsertionPoint, source: ir.Operation | None
+    ) -> None:
         if op.name != "stablehlo.all_reduce":
             return
         origin = ir.op_key(source) if source is not None else None
@@ -197,8 +200,7 @@ def combinable_groups(candidates: list[tuple[ir.Operation, tuple]]) -> list[_Gro
         for user, _ in ir.uses_of(op.results[0]):
             first_use = _earlier(first_use, _in_block(user, block))
         group = open_groups.get(key)
-        if group is not None and not _feeds(group, last_def) and group.admits(
-                last_def, first_use):
+        if group is not None and not _feeds(group, last_def) and group.admits(last_def, first_use):
             group.members.append(op)
             group.last_def = _later(group.last_def, last_def)
             group.first_use = _earlier(group.first_use, first_use)
@@ -215,10 +217,14 @@ def combine(group: _Group, rewriter: Rewriter) -> None:
     operands = [op.operands[0] for op in members]
     attributes = {"replica_groups": members[-1].attributes["replica_groups"]}
     loc = ir.fused_loc([op.location for op in members])
-    b = (rewriter.after(group.last_def, loc) if group.last_def is not None
-         else rewriter.at_start(members[0].block, loc))
-    combined = b.create("stablehlo.all_reduce", operands, [v.type for v in operands],
-                        attributes, regions=1)
+    b = (
+        rewriter.after(group.last_def, loc)
+        if group.last_def is not None
+        else rewriter.at_start(members[0].block, loc)
+    )
+    combined = b.create(
+        "stablehlo.all_reduce", operands, [v.type for v in operands], attributes, regions=1
+    )
     reducer = members[-1].regions[0].blocks[0].operations[0].operation.name
     hlo.build_reducer(b, combined.regions[0], ir.element_type_of(operands[0].type), reducer)
     for op, result in zip(members, combined.results):

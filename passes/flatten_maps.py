@@ -57,8 +57,7 @@ class FlattenMapsPass:
         layout = nesting.layout()
         built = _BuiltOps()
         rewriter.listeners.append(built)
-        flattener = _Flattener(module, nesting, layout, self.split_entry, views, rewriter,
-                               built)
+        flattener = _Flattener(module, nesting, layout, self.split_entry, views, rewriter, built)
         analyses.preserve(op_index, flattener.run())
         dialect.write_mesh(module, layout.mesh)
         return True
@@ -70,8 +69,9 @@ class _BuiltOps:
     def __init__(self) -> None:
         self.span: list[Entry] | None = None
 
-    def op_created(self, op: ir.Operation, key: int, ip: ir.InsertionPoint,
-                   source: ir.Operation | None) -> None:
+    def op_created(
+        self, op: ir.Operation, key: int, ip: ir.InsertionPoint, source: ir.Operation | None
+    ) -> None:
         if self.span is not None and op.name in INDEXED:
             self.span.append((op.name, op, key))
 
@@ -91,8 +91,16 @@ class _BuiltOps:
 
 
 class _Flattener:
-    def __init__(self, module: ir.Module, nesting: Nesting, layout: Layout, split_entry: bool,
-                 views: dialect.Views, rewriter: Rewriter, built: _BuiltOps):
+    def __init__(
+        self,
+        module: ir.Module,
+        nesting: Nesting,
+        layout: Layout,
+        split_entry: bool,
+        views: dialect.Views,
+        rewriter: Rewriter,
+        built: _BuiltOps,
+    ):
         self.module = module
         self.rewriter = rewriter
         self.built = built
@@ -151,8 +159,11 @@ class _Flattener:
 
     def resolve_axes(self, op: ir.Operation, scope: Chain) -> None:
         attributes = op.attributes
-        key = (attributes["call_target_name"], attributes["backend_config"], scope) if (
-            "backend_config" in attributes) else None
+        key = (
+            (attributes["call_target_name"], attributes["backend_config"], scope)
+            if ("backend_config" in attributes)
+            else None
+        )
         if key is not None and key in self.resolved:
             resolved = self.resolved[key]
         else:
@@ -162,17 +173,17 @@ class _Flattener:
         if resolved is not None:
             attributes["backend_config"] = resolved
 
-    def mesh_axes_config(self, view: dialect.CollectiveView,
-                         scope: Chain) -> ir.Attribute | None:
+    def mesh_axes_config(self, view: dialect.CollectiveView, scope: Chain) -> ir.Attribute | None:
         """The config of `view` naming the mesh axes its axes resolve to in `scope`;
         None when they are the same names."""
         mesh_axes: list[str] = []
         for axis in view.axes:
             position = Nesting.resolve(scope, axis)
             if position is None:
-                raise dialect.error_at(view.op, unbound_axis_message(
-                    axis, Nesting.bound_names(scope)), Category.AXIS)
-            mesh_axes.extend(self.mesh_axes(scope[:position + 1]))
+                raise dialect.error_at(
+                    view.op, unbound_axis_message(axis, Nesting.bound_names(scope)), Category.AXIS
+                )
+            mesh_axes.extend(self.mesh_axes(scope[: position + 1]))
         if tuple(mesh_axes) == view.axes:
             return None
         return dialect.with_collective_axes(view.config, mesh_axes)
@@ -190,8 +201,10 @@ class _Flattener:
         key = ir.op_key(op)
         with self.built.collecting() as slices:
             b = self.rewriter.before(op)
-            args = [self.slice_operand(b, operand, in_axis, axes)
-                    for operand, in_axis in zip(op.operands, view.in_axes)]
+            args = [
+                self.slice_operand(b, operand, in_axis, axes)
+                for operand, in_axis in zip(op.operands, view.in_axes)
+            ]
         body_results, body = self.inline_body(view.callee, args, chain, op)
         with self.built.collecting() as gathers:
             b = self.rewriter.before(op)  # the block `op` stands in may be new (`splice`)
@@ -208,8 +221,9 @@ class _Flattener:
             result.replace_all_uses_with(value)
         self.inlined.append(op)
 
-    def inline_body(self, name: str, args, scope: Chain, site: ir.Operation
-                    ) -> tuple[list[ir.Value], list[Entry]]:
+    def inline_body(
+        self, name: str, args, scope: Chain, site: ir.Operation
+    ) -> tuple[list[ir.Value], list[Entry]]:
         """Put function `name`'s body before `site`, with `args` for its arguments: the
         values it returned, and the op-index entries of its ops.
 
@@ -265,8 +279,7 @@ class _Flattener:
         unused = len(body.arguments)
         adopted_for = {}
         for argument in list(host.arguments):
-            adopted = adopted_for[argument] = body.add_argument(argument.type,
-                                                                argument.location)
+            adopted = adopted_for[argument] = body.add_argument(argument.type, argument.location)
             argument.replace_all_uses_with(adopted)
             if argument in self.split_args:
                 self.split_args[adopted] = self.split_args.pop(argument)
@@ -289,8 +302,9 @@ class _Flattener:
             return hlo.drop_dim(b, operand, in_axis)
         shape = list(ir.shape_of(operand.type))
         index_type = ir.tensor_type([], ir.i32_type())
-        index = dialect.create_collective(b, collectives.AXIS_INDEX.kind, [], [index_type],
-                                          list(axes), collectives.NoParams())
+        index = dialect.create_collective(
+            b, collectives.AXIS_INDEX.kind, [], [index_type], list(axes), collectives.NoParams()
+        )
         # The device's index along the mapped dimension, 0 along the others (if any).
         zero = hlo.i32_scalar(b, 0) if len(shape) > 1 else index.result
         starts = [index.result if dim == in_axis else zero for dim in range(len(shape))]
@@ -298,8 +312,9 @@ class _Flattener:
         sliced = hlo.dynamic_slice(b, operand, starts, shape)
         return hlo.drop_dim(b, sliced, in_axis)
 
-    def replace_map_result(self, b: Builder, result, value, out_axis, axes, *,
-                           at_entry: bool) -> None:
+    def replace_map_result(
+        self, b: Builder, result, value, out_axis, axes, *, at_entry: bool
+    ) -> None:
         """Give the map result's users the stacked value: an all_gather over `axes`."""
         if out_axis is None:
             result.replace_all_uses_with(value)
@@ -309,8 +324,13 @@ class _Flattener:
         if not list(result.uses):
             return
         gathered = dialect.create_collective(
-            b, collectives.ALL_GATHER.kind, [value], [result.type], list(axes),
-            collectives.AllGatherParams(all_gather_dimension=out_axis, tiled=False))
+            b,
+            collectives.ALL_GATHER.kind,
+            [value],
+            [result.type],
+            list(axes),
+            collectives.AllGatherParams(all_gather_dimension=out_axis, tiled=False),
+        )
         result.replace_all_uses_with(gathered.result)
 
     # -- the entry -----------------------------------------------------------
@@ -401,5 +421,9 @@ class _Flattener:
                     expanded.extend(expand(expansion))
             return expanded
 
-        return OpIndex({name: expand(self.calls.contents_of(name).entries)
-                        for name in ir.functions(self.module)})
+        return OpIndex(
+            {
+                name: expand(self.calls.contents_of(name).entries)
+                for name in ir.functions(self.module)
+            }
+        )

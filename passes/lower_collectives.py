@@ -53,8 +53,9 @@ class LowerCollectivesPass:
         for op in index_of(module, analyses).ops(dialect.CUSTOM_CALL):
             target = views.target(op)
             if target == dialect.MAP_TARGET:
-                raise dialect.error_at(op, "'pmapc.map' is still here; run flatten-maps "
-                                       "before lower-collectives")
+                raise dialect.error_at(
+                    op, "'pmapc.map' is still here; run flatten-maps before lower-collectives"
+                )
             if dialect.is_pmapc_target(target):
                 ops.append(op)
         lowering = Lowering(dialect.mesh_of(module), views, rewriter)
@@ -96,12 +97,18 @@ class Lowering:
         for axis in view.axes:
             if axis not in self.mesh.axis_names:
                 names = ", ".join(f"'{n}'" for n in self.mesh.axis_names) or "none"
-                raise dialect.error_at(view.op, f"axis '{axis}' is not an axis of the mesh "
-                                       f"(axes: {names}); run flatten-maps first",
-                                       Category.AXIS)
+                raise dialect.error_at(
+                    view.op,
+                    f"axis '{axis}' is not an axis of the mesh "
+                    f"(axes: {names}); run flatten-maps first",
+                    Category.AXIS,
+                )
         if len(set(view.axes)) != len(view.axes):
-            raise dialect.error_at(view.op, f"'{view.kind}' names an axis twice: "
-                                   f"{list(view.axes)}; name each axis once", Category.AXIS)
+            raise dialect.error_at(
+                view.op,
+                f"'{view.kind}' names an axis twice: {list(view.axes)}; name each axis once",
+                Category.AXIS,
+            )
 
     def check_index_groups(self, view: CollectiveView) -> None:
         """Index groups that do not split the group over the axes (verify-axes' check,
@@ -109,8 +116,9 @@ class Lowering:
         if view.params.index_groups is None:
             return
         try:
-            view.collective.check_index_groups(view.params, view.axes,
-                                               self.mesh.group_size(view.axes))
+            view.collective.check_index_groups(
+                view.params, view.axes, self.mesh.group_size(view.axes)
+            )
         except ShapeError as error:
             raise dialect.error_at(view.op, str(error), Category.SHAPE) from None
 
@@ -177,8 +185,9 @@ class Lowering:
         key = ir.op_key(function)
         if key not in self.anchors:
             top = self.rewriter.at_start(ir.function_entry_block(function), function.location)
-            self.anchors[key] = hlo.constant_op(top, ir.scalar_i32_attr(0),
-                                                ir.tensor_type([], ir.i32_type()))
+            self.anchors[key] = hlo.constant_op(
+                top, ir.scalar_i32_attr(0), ir.tensor_type([], ir.i32_type())
+            )
         return self.rewriter.before(self.anchors[key], loc)
 
     def finish(self) -> None:
@@ -197,8 +206,13 @@ def lower_reduction(lowering: Lowering, view: CollectiveView, b: Builder) -> lis
         key = ("stablehlo.all_reduce", reducer, operand.type, groups)
         op = lowering.cloned(key, b)
         if op is None:
-            op = b.create("stablehlo.all_reduce", [operand], [operand.type],
-                          {"replica_groups": groups}, regions=1)
+            op = b.create(
+                "stablehlo.all_reduce",
+                [operand],
+                [operand.type],
+                {"replica_groups": groups},
+                regions=1,
+            )
             hlo.build_reducer(b, op.regions[0], ir.element_type_of(operand.type), reducer)
             lowering.templates[key] = op
         else:
@@ -218,8 +232,7 @@ def lower_all_gather(lowering: Lowering, view: CollectiveView, b: Builder) -> li
     return [op.result]
 
 
-def lower_psum_scatter(lowering: Lowering, view: CollectiveView, b: Builder
-                       ) -> list[ir.Value]:
+def lower_psum_scatter(lowering: Lowering, view: CollectiveView, b: Builder) -> list[ir.Value]:
     params = view.params
     assert isinstance(params, collectives.PsumScatterParams)
     operand, dim = view.op.operands[0], params.scatter_dimension
@@ -228,8 +241,13 @@ def lower_psum_scatter(lowering: Lowering, view: CollectiveView, b: Builder
     scattered_shape[dim] //= lowering.acting_size(view)
     element_type = ir.element_type_of(operand.type)
     attributes = {"scatter_dimension": ir.i64_attr(dim), "replica_groups": lowering.groups(view)}
-    op = b.create("stablehlo.reduce_scatter", [operand],
-                  [ir.tensor_type(scattered_shape, element_type)], attributes, regions=1)
+    op = b.create(
+        "stablehlo.reduce_scatter",
+        [operand],
+        [ir.tensor_type(scattered_shape, element_type)],
+        attributes,
+        regions=1,
+    )
     hlo.build_reducer(b, op.regions[0], element_type, view.collective.combiner)
     return [hlo.reshape(b, op.result, ir.shape_of(result_type))]
 

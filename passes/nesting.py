@@ -38,8 +38,11 @@ class Contents:
 
 def walk_contents(function: ir.Operation) -> Contents:
     entries = ir.walk_named(function, INDEXED)
-    return Contents(entries, [op for name, op, _ in entries if name == dialect.CUSTOM_CALL],
-                    [op for name, op, _ in entries if name == "func.call"])
+    return Contents(
+        entries,
+        [op for name, op, _ in entries if name == dialect.CUSTOM_CALL],
+        [op for name, op, _ in entries if name == "func.call"],
+    )
 
 
 @dataclasses.dataclass
@@ -75,8 +78,9 @@ class Nesting:
 Visitor = Callable[[ir.Operation, Chain, Nesting, bool], None]
 
 
-def analyze(module: ir.Module, visit: Visitor | None = None,
-            views: dialect.Views | None = None) -> Nesting:
+def analyze(
+    module: ir.Module, visit: Visitor | None = None, views: dialect.Views | None = None
+) -> Nesting:
     """Find every chain of maps; raise DiagnosticError on structural errors.
 
     `views` reads the maps (a pass that reads the ops too passes its own)."""
@@ -90,15 +94,15 @@ def analyze(module: ir.Module, visit: Visitor | None = None,
                 ir.source_loc(module.operation.location),
             )
         )
-    walker = _Walker(functions, visit or (lambda op, scope, nesting, is_map: None),
-                     views or dialect.Views())
+    walker = _Walker(
+        functions, visit or (lambda op, scope, nesting, is_map: None), views or dialect.Views()
+    )
     walker.visit_function("main", (), None)
     return walker.nesting
 
 
 class _Walker:
-    def __init__(self, functions: dict[str, ir.Operation], visit: Visitor,
-                 views: dialect.Views):
+    def __init__(self, functions: dict[str, ir.Operation], visit: Visitor, views: dialect.Views):
         self.functions = functions
         self.visit = visit
         self.views = views
@@ -110,8 +114,9 @@ class _Walker:
         if name in self.path:
             assert caller is not None, "the entry function is the only one with no caller"
             cycle = " -> ".join(f"@{n}" for n in [*self.path[self.path.index(name) :], name])
-            raise dialect.error_at(caller, f"recursive call {cycle}; maps and calls "
-                                   "must not call themselves")
+            raise dialect.error_at(
+                caller, f"recursive call {cycle}; maps and calls must not call themselves"
+            )
         if (name, scope) in self.seen:
             return
         function = self.functions[name]
@@ -178,8 +183,12 @@ class Inlining:
     them (others are walked when first needed).
     """
 
-    def __init__(self, functions: dict[str, ir.Operation],
-                 contents: dict[str, Contents], views: dialect.Views):
+    def __init__(
+        self,
+        functions: dict[str, ir.Operation],
+        contents: dict[str, Contents],
+        views: dialect.Views,
+    ):
         self.functions = functions
         self.contents = dict(contents)
         self.views = views
@@ -199,16 +208,19 @@ class Inlining:
             contents = self.contents_of(name) if name in self.functions else None
             self._inlines[name] = contents is not None and (
                 any(self.views.is_pmapc_op(op) for op in contents.custom_calls)
-                or any(self.inlines(ir.callee_of(op)) for op in contents.calls))
+                or any(self.inlines(ir.callee_of(op)) for op in contents.calls)
+            )
         return self._inlines[name]
 
     def inlined_callees(self, name: str) -> list[str]:
         """The functions whose bodies the maps and calls in function `name` inline."""
         contents = self.contents_of(name)
-        callees = [self.views.map(op).callee for op in contents.custom_calls
-                   if self.views.is_map(op)]
-        callees.extend(callee for callee in map(ir.callee_of, contents.calls)
-                       if self.inlines(callee))
+        callees = [
+            self.views.map(op).callee for op in contents.custom_calls if self.views.is_map(op)
+        ]
+        callees.extend(
+            callee for callee in map(ir.callee_of, contents.calls) if self.inlines(callee)
+        )
         return callees
 
     def _count(self) -> collections.Counter:
@@ -218,8 +230,9 @@ class Inlining:
         def visit(name: str) -> None:
             seen.add(name)
             calls = self.contents_of(name).calls
-            self.kept_callees.update(callee for callee in map(ir.callee_of, calls)
-                                     if not self.inlines(callee))
+            self.kept_callees.update(
+                callee for callee in map(ir.callee_of, calls) if not self.inlines(callee)
+            )
             for callee in self.inlined_callees(name):
                 if callee not in seen:
                     visit(callee)

@@ -22,19 +22,21 @@ from typing import ClassVar
 from pmapc import dialect, ir
 
 # Every name a pass looks up (asking for another is a pmapc bug, caught by `ops`).
-INDEXED = frozenset((
-    dialect.CUSTOM_CALL,
-    "func.call",
-    "stablehlo.dynamic_slice",
-    "stablehlo.reshape",
-    "stablehlo.replica_id",
-    "stablehlo.partition_id",
-    "stablehlo.all_reduce",
-    "stablehlo.all_gather",
-    "stablehlo.reduce_scatter",
-    "stablehlo.all_to_all",
-    "stablehlo.collective_permute",
-))
+INDEXED = frozenset(
+    (
+        dialect.CUSTOM_CALL,
+        "func.call",
+        "stablehlo.dynamic_slice",
+        "stablehlo.reshape",
+        "stablehlo.replica_id",
+        "stablehlo.partition_id",
+        "stablehlo.all_reduce",
+        "stablehlo.all_gather",
+        "stablehlo.reduce_scatter",
+        "stablehlo.all_to_all",
+        "stablehlo.collective_permute",
+    )
+)
 
 Entry = tuple[str, ir.Operation, int]  # an op's name, the op, its identity (`ir.op_key`)
 
@@ -45,26 +47,24 @@ class OpIndex:
 
     functions: dict[str, list[Entry]]
 
-    def ops(self, names: str | Collection[str], function: str | None = None
-            ) -> list[ir.Operation]:
+    def ops(self, names: str | Collection[str], function: str | None = None) -> list[ir.Operation]:
         """The ops named `names` of `function` (default: of every function, in module
         order), in pre-order."""
         return [entry[1] for entry in self.entries(names, function)]
 
-    def entries(self, names: str | Collection[str], function: str | None = None
-                ) -> list[Entry]:
+    def entries(self, names: str | Collection[str], function: str | None = None) -> list[Entry]:
         """`ops`, as index entries."""
         wanted = {names} if isinstance(names, str) else set(names)
         assert wanted <= INDEXED, f"not indexed: {sorted(wanted - INDEXED)}"
-        lists = self.functions.values() if function is None else [
-            self.functions.get(function, [])]
+        lists = self.functions.values() if function is None else [self.functions.get(function, [])]
         return [entry for entries in lists for entry in entries if entry[0] in wanted]
 
 
 def op_index(module: ir.Module) -> OpIndex:
     """The analysis: one walk of every function."""
-    return OpIndex({name: ir.walk_named(function, INDEXED)
-                    for name, function in ir.functions(module).items()})
+    return OpIndex(
+        {name: ir.walk_named(function, INDEXED) for name, function in ir.functions(module).items()}
+    )
 
 
 def index_of(module: ir.Module, analyses) -> OpIndex:
@@ -106,8 +106,9 @@ class IndexKeeper:
         self.stale: set[str] = set()  # functions to walk again
         self.steps = itertools.count(1)
 
-    def op_created(self, op: ir.Operation, key: int, ip: ir.InsertionPoint,
-                   source: ir.Operation | None) -> None:
+    def op_created(
+        self, op: ir.Operation, key: int, ip: ir.InsertionPoint, source: ir.Operation | None
+    ) -> None:
         name = op.name
         indexed = name in INDEXED
         anchor = self._anchor(ip, indexed)

@@ -100,8 +100,12 @@ def untiled_gather(value: ir.Value) -> tuple[ir.Operation, str, int] | None:
         return None
     view = dialect.read_collective(op)
     params = view.params
-    if not isinstance(params, collectives.AllGatherParams) or params.tiled or len(
-            view.axes) != 1 or params.index_groups is not None:
+    if (
+        not isinstance(params, collectives.AllGatherParams)
+        or params.tiled
+        or len(view.axes) != 1
+        or params.index_groups is not None
+    ):
         return None
     return op, view.axes[0], params.all_gather_dimension
 
@@ -114,8 +118,11 @@ def erase_if_unused(op: ir.Operation | None, rewriter: Rewriter) -> None:
 def erase_unused_reshapes(value: ir.Value, rewriter: Rewriter) -> None:
     """Erase the chain of now-unused reshapes that produced `value`."""
     op = defining_op(value)
-    while op is not None and op.name == "stablehlo.reshape" and not any(
-            list(result.uses) for result in op.results):
+    while (
+        op is not None
+        and op.name == "stablehlo.reshape"
+        and not any(list(result.uses) for result in op.results)
+    ):
         source = op.operands[0]
         rewriter.erase(op)
         op = defining_op(source)
@@ -123,8 +130,9 @@ def erase_unused_reshapes(value: ir.Value, rewriter: Rewriter) -> None:
 
 def erase_slice(op: ir.Operation, rewriter: Rewriter) -> None:
     """Erase a `dynamic_slice` whose result is unused, and the start indices only it used."""
-    starts = {ir.op_key(start): start for start in map(defining_op, op.operands[1:])
-              if start is not None}
+    starts = {
+        ir.op_key(start): start for start in map(defining_op, op.operands[1:]) if start is not None
+    }
     rewriter.erase(op)
     for start in starts.values():
         erase_if_unused(start, rewriter)

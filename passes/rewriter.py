@@ -20,8 +20,9 @@ class Listener(Protocol):
     """What an analysis that stays current hears of a rewrite, as it happens. Each
     event names the op and its identity (`ir.op_key`, read once for every listener)."""
 
-    def op_created(self, op: ir.Operation, key: int, ip: ir.InsertionPoint,
-                   source: ir.Operation | None) -> None:
+    def op_created(
+        self, op: ir.Operation, key: int, ip: ir.InsertionPoint, source: ir.Operation | None
+    ) -> None:
         """`op` was built at `ip` (as a copy of `source`, if not None)."""
 
     def op_erased(self, op: ir.Operation, key: int) -> None:
@@ -39,13 +40,19 @@ class Builder(NamedTuple):
     ip: ir.InsertionPoint
     loc: ir.Location
 
-    def create(self, name: str, operands: Sequence[ir.Value],
-               result_types: Sequence[ir.Type],
-               attributes: dict[str, ir.Attribute] | None = None, *,
-               regions: int = 0) -> ir.Operation:
+    def create(
+        self,
+        name: str,
+        operands: Sequence[ir.Value],
+        result_types: Sequence[ir.Type],
+        attributes: dict[str, ir.Attribute] | None = None,
+        *,
+        regions: int = 0,
+    ) -> ir.Operation:
         """An op of any dialect, by name."""
-        return self.rewriter.create(name, operands, result_types, attributes, ip=self.ip,
-                                    loc=self.loc, regions=regions)
+        return self.rewriter.create(
+            name, operands, result_types, attributes, ip=self.ip, loc=self.loc, regions=regions
+        )
 
     def clone(self, op: ir.Operation) -> ir.Operation:
         """A deep copy of `op` here (at `op`'s own locations)."""
@@ -81,12 +88,18 @@ class Rewriter:
 
     # -- edits ---------------------------------------------------------------------
 
-    def create(self, name: str, operands: Sequence[ir.Value],
-               result_types: Sequence[ir.Type],
-               attributes: dict[str, ir.Attribute] | None = None, *,
-               ip: ir.InsertionPoint, loc: ir.Location, regions: int = 0) -> ir.Operation:
-        op = ir.create_op(name, operands, result_types, attributes, loc=loc, ip=ip,
-                          regions=regions)
+    def create(
+        self,
+        name: str,
+        operands: Sequence[ir.Value],
+        result_types: Sequence[ir.Type],
+        attributes: dict[str, ir.Attribute] | None = None,
+        *,
+        ip: ir.InsertionPoint,
+        loc: ir.Location,
+        regions: int = 0,
+    ) -> ir.Operation:
+        op = ir.create_op(name, operands, result_types, attributes, loc=loc, ip=ip, regions=regions)
         if self.listeners:
             key = ir.op_key(op)
             for listener in self.listeners:

@@ -47,8 +47,9 @@ class SinkGathersPass:
         sunk = patterns.repeat_until_unchanged(lambda: sink_results(main, returned, rewriter))
         changed = moved or sunk
         if changed:
-            ir.set_function_type(main, [a.type for a in block.arguments],
-                                 [v.type for v in returned.operands])
+            ir.set_function_type(
+                main, [a.type for a in block.arguments], [v.type for v in returned.operands]
+            )
         return changed
 
 
@@ -68,8 +69,12 @@ def sink_result(main, returned: ir.Operation, index: int, rewriter: Rewriter) ->
         return False
     gather, axis, dim = match
     shape = list(ir.shape_of(value.type))
-    split = [list(d) for d in dialect.read_split(
-        ir.get_arg_attr(main, "res", index, dialect.SPLIT_ATTR), len(shape))]
+    split = [
+        list(d)
+        for d in dialect.read_split(
+            ir.get_arg_attr(main, "res", index, dialect.SPLIT_ATTR), len(shape)
+        )
+    ]
     if any(axis in d for d in split) or ir.shape_of(gathered.type)[dim] == 1:
         return False
     result_dim = patterns.matching_dim(ir.shape_of(gathered.type), dim, shape)
@@ -102,19 +107,26 @@ def push_gathers_down(custom_calls: list[ir.Operation], rewriter: Rewriter) -> b
     return changed
 
 
-ELEMENTWISE = {f"stablehlo.{name}" for name in (
-    "add subtract multiply divide maximum minimum power remainder and or xor atan2 compare "
-    "negate abs exponential exponential_minus_one log log_plus_one sqrt rsqrt cbrt tanh "
-    "logistic convert sine cosine tan floor ceil sign not round_nearest_even "
-    "round_nearest_afz is_finite").split()}
+ELEMENTWISE = {
+    f"stablehlo.{name}"
+    for name in (
+        "add subtract multiply divide maximum minimum power remainder and or xor atan2 compare "
+        "negate abs exponential exponential_minus_one log log_plus_one sqrt rsqrt cbrt tanh "
+        "logistic convert sine cosine tan floor ceil sign not round_nearest_even "
+        "round_nearest_afz is_finite"
+    ).split()
+}
 
 
 def push_below_elementwise(op: ir.Operation, rewriter: Rewriter) -> ir.Operation | None:
     """`f(all_gather(x), uniform...)` -> `all_gather(f(x, uniform...))`; the new gather."""
     if op.name not in ELEMENTWISE:
         return None
-    gathers = [(i, found) for i, v in enumerate(op.operands)
-               if (found := patterns.untiled_gather(v)) is not None]
+    gathers = [
+        (i, found)
+        for i, v in enumerate(op.operands)
+        if (found := patterns.untiled_gather(v)) is not None
+    ]
     if len(gathers) != 1:
         return None
     position, (gather, axis, dim) = gathers[0]
@@ -125,8 +137,9 @@ def push_below_elementwise(op: ir.Operation, rewriter: Rewriter) -> ir.Operation
         return None
     block = gather.operands[0]
     b = rewriter.before(op)
-    operands = [block if i == position else uniform_like(b, v, block)
-                for i, v in enumerate(op.operands)]
+    operands = [
+        block if i == position else uniform_like(b, v, block) for i, v in enumerate(op.operands)
+    ]
     result_type = ir.tensor_type(ir.shape_of(block.type), ir.element_type_of(op.results[0].type))
     attributes = ir.attributes_of(op)
     local = b.create(op.name, operands, [result_type], attributes)
@@ -145,18 +158,24 @@ def push_below_reduction(op: ir.Operation, rewriter: Rewriter) -> ir.Operation |
         return None
     gather, axis, dim = match
     block = gather.operands[0]
-    reduced = dialect.create_collective(rewriter.before(op), view.kind, [block], [block.type],
-                                        view.axes, view.params)
+    reduced = dialect.create_collective(
+        rewriter.before(op), view.kind, [block], [block.type], view.axes, view.params
+    )
     return regather(op, gather, reduced.results[0], axis, dim, rewriter)
 
 
-def regather(op: ir.Operation, gather: ir.Operation, local: ir.Value, axis: str,
-             dim: int, rewriter: Rewriter) -> ir.Operation:
+def regather(
+    op: ir.Operation, gather: ir.Operation, local: ir.Value, axis: str, dim: int, rewriter: Rewriter
+) -> ir.Operation:
     """Replace `op` (which used `gather`) by a gather of `local`, computed on one block."""
     stacked = dialect.create_collective(
-        rewriter.before(op, gather.location), collectives.ALL_GATHER.kind, [local],
-        [op.results[0].type], [axis],
-        collectives.AllGatherParams(all_gather_dimension=dim, tiled=False))
+        rewriter.before(op, gather.location),
+        collectives.ALL_GATHER.kind,
+        [local],
+        [op.results[0].type],
+        [axis],
+        collectives.AllGatherParams(all_gather_dimension=dim, tiled=False),
+    )
     rewriter.replace(op, [stacked.result])
     rewriter.erase(gather)
     return stacked
@@ -170,8 +189,11 @@ def is_uniform(value: ir.Value) -> bool:
         if ir.shape_of(producer.operands[0].type):
             return False
         producer = patterns.defining_op(producer.operands[0])
-    return producer is not None and producer.name == "stablehlo.constant" and (
-        ir.splat_value(producer.attributes["value"]) is not None)
+    return (
+        producer is not None
+        and producer.name == "stablehlo.constant"
+        and (ir.splat_value(producer.attributes["value"]) is not None)
+    )
 
 
 def uniform_like(b: Builder, value: ir.Value, block: ir.Value) -> ir.Value:

@@ -34,12 +34,12 @@ class SinkSlicesPass:
         if mesh is None:
             return False
         main = ir.functions(module)["main"]
-        changed = patterns.repeat_until_unchanged(
-            lambda: sink_arguments(main, mesh, rewriter))
+        changed = patterns.repeat_until_unchanged(lambda: sink_arguments(main, mesh, rewriter))
         if changed:
             block = ir.function_entry_block(main)
-            ir.set_function_type(main, [a.type for a in block.arguments],
-                                 ir.function_type(main).results)
+            ir.set_function_type(
+                main, [a.type for a in block.arguments], ir.function_type(main).results
+            )
         return changed
 
 
@@ -55,15 +55,20 @@ def sink_argument(main, index: int, arg: ir.Value, mesh: Mesh, rewriter: Rewrite
     slices = own_slices_through_views(arg)
     if not slices:
         return False
-    targets = {(axis, patterns.matching_dim(ir.shape_of(op.operands[0].type), dim,
-                                             ir.shape_of(arg.type)))
-               for op, axis, dim in slices}
+    targets = {
+        (axis, patterns.matching_dim(ir.shape_of(op.operands[0].type), dim, ir.shape_of(arg.type)))
+        for op, axis, dim in slices
+    }
     if len(targets) != 1:
         return False
     (axis, arg_dim) = targets.pop()
     shape = list(ir.shape_of(arg.type))
-    split = [list(d) for d in dialect.read_split(
-        ir.get_arg_attr(main, "arg", index, dialect.SPLIT_ATTR), len(shape))]
+    split = [
+        list(d)
+        for d in dialect.read_split(
+            ir.get_arg_attr(main, "arg", index, dialect.SPLIT_ATTR), len(shape)
+        )
+    ]
     if shape[arg_dim] != mesh.axis_size(axis) or any(axis in d for d in split):
         return False
     shape[arg_dim] = 1
@@ -86,7 +91,8 @@ def own_slices_through_views(arg: ir.Value) -> list[tuple[ir.Operation, str, int
         value = pending.pop()
         for owner, _ in ir.uses_of(value):
             if owner.name == "stablehlo.reshape" and patterns.same_up_to_unit_dims(
-                    ir.shape_of(owner.operands[0].type), ir.shape_of(owner.results[0].type)):
+                ir.shape_of(owner.operands[0].type), ir.shape_of(owner.results[0].type)
+            ):
                 pending.append(owner.results[0])
                 continue
             own = patterns.own_slice_of(owner)

@@ -63,8 +63,10 @@ class ToPartitionsPass:
 
     def __post_init__(self) -> None:
         if self.first_channel < 1:
-            raise PipelineError(f"option 'first-channel' of pass '{self.name}' must be at "
-                                f"least 1, got {self.first_channel}")
+            raise PipelineError(
+                f"option 'first-channel' of pass '{self.name}' must be at "
+                f"least 1, got {self.first_channel}"
+            )
 
     def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
         device_ids, collectives = device_ops(index_of(module, analyses), self.name)
@@ -82,8 +84,7 @@ class ToPartitionsPass:
             if op.name in WITH_GLOBAL_DEVICE_IDS:
                 values[GLOBAL_DEVICE_IDS] = global_ids
             changed |= rewriter.set_attributes(op, values)
-        changed |= set_device_counts(module, rewriter, replicas=1,
-                                     partitions=device_count(module))
+        changed |= set_device_counts(module, rewriter, replicas=1, partitions=device_count(module))
         return changed
 
 
@@ -96,8 +97,13 @@ def split_all_reduce(op: ir.Operation, rewriter: Rewriter) -> list[ir.Operation]
     attributes."""
     operands = list(op.operands)
     b, attributes = rewriter.before(op), op.attributes
-    first = b.create(op.name, operands[:1], [operands[0].type],
-                     {key: attributes[key] for key in attributes}, regions=1)
+    first = b.create(
+        op.name,
+        operands[:1],
+        [operands[0].type],
+        {key: attributes[key] for key in attributes},
+        regions=1,
+    )
     op.regions[0].blocks[0].append_to(first.regions[0])
     singles = [first]
     for operand in operands[1:]:
@@ -145,11 +151,14 @@ def check_groups_name_devices(op: ir.Operation, pass_name: str) -> None:
         return
     if GLOBAL_DEVICE_IDS in attributes:
         return
-    raise dialect.error_at(op, f"'{op.name}' has a channel_handle but no "
-                           f"use_global_device_ids, so its replica_groups do not name "
-                           f"devices; {pass_name} only converts collectives whose groups "
-                           "name devices (add use_global_device_ids, or drop the channel "
-                           "handle for replica groups)")
+    raise dialect.error_at(
+        op,
+        f"'{op.name}' has a channel_handle but no "
+        f"use_global_device_ids, so its replica_groups do not name "
+        f"devices; {pass_name} only converts collectives whose groups "
+        "name devices (add use_global_device_ids, or drop the channel "
+        "handle for replica groups)",
+    )
 
 
 def replace_device_ids(ops: list[ir.Operation], name: str, rewriter: Rewriter) -> bool:
@@ -176,7 +185,10 @@ def device_count(module: ir.Module) -> int:
     return count
 
 
-def set_device_counts(module: ir.Module, rewriter: Rewriter, *, replicas: int,
-                      partitions: int) -> bool:
-    return rewriter.set_attributes(module.operation, {NUM_REPLICAS: ir.i32_attr(replicas),
-                                                      NUM_PARTITIONS: ir.i32_attr(partitions)})
+def set_device_counts(
+    module: ir.Module, rewriter: Rewriter, *, replicas: int, partitions: int
+) -> bool:
+    return rewriter.set_attributes(
+        module.operation,
+        {NUM_REPLICAS: ir.i32_attr(replicas), NUM_PARTITIONS: ir.i32_attr(partitions)},
+    )

@@ -43,6 +43,5 @@ class ToReplicasPass:
         changed = replace_device_ids(device_ids, "stablehlo.replica_id", rewriter)
         for op in collectives:
             changed |= rewriter.drop_attributes(op, (CHANNEL_HANDLE, GLOBAL_DEVICE_IDS))
-        changed |= set_device_counts(module, rewriter, replicas=device_count(module),
-                                     partitions=1)
+        changed |= set_device_counts(module, rewriter, replicas=device_count(module), partitions=1)
         return changed

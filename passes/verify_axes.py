@@ -65,13 +65,15 @@ def resolve_axes(view: dialect.CollectiveView, scope: Chain) -> list[int]:
     levels = []
     for axis in view.axes:
         if axis in seen:
-            raise dialect.error_at(op, f"'{kind}' names axis '{axis}' twice; name each axis once",
-                                   Category.AXIS)
+            raise dialect.error_at(
+                op, f"'{kind}' names axis '{axis}' twice; name each axis once", Category.AXIS
+            )
         seen.add(axis)
         level = Nesting.resolve(scope, axis)
         if level is None:
-            raise dialect.error_at(op, unbound_axis_message(axis, Nesting.bound_names(scope)),
-                                   Category.AXIS)
+            raise dialect.error_at(
+                op, unbound_axis_message(axis, Nesting.bound_names(scope)), Category.AXIS
+            )
         levels.append(level)
     return levels
 
@@ -83,19 +85,28 @@ def shape_error(op, message: str):
 
 def unbound_axis_message(axis: str, bound: list[str]) -> str:
     if not bound:
-        return (f"axis '{axis}' is not bound here: no enclosing map binds an axis; "
-                "use named-axis collectives inside a map body")
+        return (
+            f"axis '{axis}' is not bound here: no enclosing map binds an axis; "
+            "use named-axis collectives inside a map body"
+        )
     names = ", ".join(f"'{name}'" for name in bound)
     return f"axis '{axis}' is not bound here; bound axes are {names}"
 
 
-def check_collective(view: dialect.CollectiveView, scope: Chain,
-                     checked: set[tuple] | None = None) -> None:
+def check_collective(
+    view: dialect.CollectiveView, scope: Chain, checked: set[tuple] | None = None
+) -> None:
     """Check one collective; `checked` remembers what passed, so a collective equal to
     one already checked (kind, config, scope and types) costs one lookup."""
     op = view.op
-    key = (view.collective, view.config, scope, *(v.type for v in op.operands), None,
-           *(v.type for v in op.results))
+    key = (
+        view.collective,
+        view.config,
+        scope,
+        *(v.type for v in op.operands),
+        None,
+        *(v.type for v in op.results),
+    )
     if checked is not None and key in checked:
         return
     _check_collective(view, scope)
@@ -112,9 +123,12 @@ def _check_collective(view: dialect.CollectiveView, scope: Chain) -> None:
         return
     operands, results = list(op.operands), list(op.results)
     if not operands or len(operands) != len(results):
-        raise shape_error(op, f"'{view.kind}' needs one result per operand and at least "
-                               f"one operand, got {len(operands)} operands and "
-                               f"{len(results)} results")
+        raise shape_error(
+            op,
+            f"'{view.kind}' needs one result per operand and at least "
+            f"one operand, got {len(operands)} operands and "
+            f"{len(results)} results",
+        )
     if not view.collective.reduction and len(operands) != 1:
         raise shape_error(op, f"'{view.kind}' takes exactly one operand, got {len(operands)}")
     for operand, result in zip(operands, results):
@@ -140,8 +154,11 @@ def _check_result_type(view, operand_type, result_type, group_size) -> None:
     expected = ir.tensor_type(shape, ir.element_type_of(operand_type))
     if result_type != expected:
         where = shapes.describe_axes(view.axes, group_size)
-        raise shape_error(op, f"'{view.kind}' over {where} of {operand_type} returns "
-                               f"{expected}, but the op says {result_type}")
+        raise shape_error(
+            op,
+            f"'{view.kind}' over {where} of {operand_type} returns "
+            f"{expected}, but the op says {result_type}",
+        )
 
 
 def check_map(view: dialect.MapView, functions: dict[str, ir.Operation]) -> None:
@@ -160,8 +177,11 @@ def check_map(view: dialect.MapView, functions: dict[str, ir.Operation]) -> None
 
 def _check_counts(view, what, of, count, expected) -> None:
     if count != expected:
-        raise shape_error(view.op, f"map over '{view.axis_name}' has {count} {what} for "
-                               f"{expected} {of}; give one per {of[:-1]}")
+        raise shape_error(
+            view.op,
+            f"map over '{view.axis_name}' has {count} {what} for "
+            f"{expected} {of}; give one per {of[:-1]}",
+        )
 
 
 def _check_map_operand(view, index, operand_type, in_axis, body_type) -> None:
@@ -176,8 +196,11 @@ def _check_map_operand(view, index, operand_type, in_axis, body_type) -> None:
         raise shape_error(view.op, f"{where}: {error}") from None
     expected = ir.tensor_type(shape, ir.element_type_of(operand_type))
     if body_type != expected:
-        raise shape_error(view.op, f"{where} is {operand_type}, so its body "
-                               f"'@{view.callee}' must take {expected}, got {body_type}")
+        raise shape_error(
+            view.op,
+            f"{where} is {operand_type}, so its body "
+            f"'@{view.callee}' must take {expected}, got {body_type}",
+        )
 
 
 def _check_map_result(view, index, result_type, out_axis, body_type) -> None:
@@ -192,5 +215,8 @@ def _check_map_result(view, index, result_type, out_axis, body_type) -> None:
         raise shape_error(view.op, f"{where}: {error}") from None
     expected = ir.tensor_type(shape, ir.element_type_of(body_type))
     if result_type != expected:
-        raise shape_error(view.op, f"{where}: the body '@{view.callee}' returns "
-                               f"{body_type}, so the map returns {expected}, not {result_type}")
+        raise shape_error(
+            view.op,
+            f"{where}: the body '@{view.callee}' returns "
+            f"{body_type}, so the map returns {expected}, not {result_type}",
+        )

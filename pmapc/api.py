@@ -56,11 +56,20 @@ def pmap(
     map, and `donate_argnums` donates the outermost map's arguments.
     """
     if global_arg_shapes is not None:
-        raise ArgumentError("pmapc.pmap takes global_arg_shapes=None only (as JAX 0.4's pmap "
-                            "outside multi-host xmap); leave it out")
-    settings = dict(axis_name=axis_name, in_axes=in_axes, out_axes=out_axes,
-                    static_broadcasted_argnums=static_broadcasted_argnums, devices=devices,
-                    backend=backend, axis_size=axis_size, donate_argnums=donate_argnums)
+        raise ArgumentError(
+            "pmapc.pmap takes global_arg_shapes=None only (as JAX 0.4's pmap "
+            "outside multi-host xmap); leave it out"
+        )
+    settings = dict(
+        axis_name=axis_name,
+        in_axes=in_axes,
+        out_axes=out_axes,
+        static_broadcasted_argnums=static_broadcasted_argnums,
+        devices=devices,
+        backend=backend,
+        axis_size=axis_size,
+        donate_argnums=donate_argnums,
+    )
     if fun is None:
         return functools.partial(pmap, **settings)
     return MappedFunction(fun, **settings)
@@ -80,8 +89,19 @@ class MappedFunction:
     enclosing map's body is traced, it binds a nested map.
     """
 
-    def __init__(self, fun, *, axis_name, in_axes, out_axes, static_broadcasted_argnums,
-                 devices, backend, axis_size, donate_argnums):
+    def __init__(
+        self,
+        fun,
+        *,
+        axis_name,
+        in_axes,
+        out_axes,
+        static_broadcasted_argnums,
+        devices,
+        backend,
+        axis_size,
+        donate_argnums,
+    ):
         if not callable(fun):
             raise TypeError(f"pmapc.pmap needs a callable, got {type(fun).__name__}")
         functools.update_wrapper(self, fun)
@@ -92,18 +112,23 @@ class MappedFunction:
             # No collective can name an unnamed map's axis; this name only shows up
             # in messages, the IR and the mesh.
             axis_name=axis_name if axis_name is not None else f"<unnamed axis of {name}>",
-            in_axes=in_axes, out_axes=out_axes,
+            in_axes=in_axes,
+            out_axes=out_axes,
             static_argnums=(static,) if isinstance(static, int) else tuple(static),
-            axis_size=axis_size, name=name,
+            axis_size=axis_size,
+            name=name,
         )
         self.devices = devices
         self.backend = backend
-        self.donate_argnums = (donate_argnums,) if isinstance(donate_argnums, int) else tuple(
-            donate_argnums)
-        self._jitted = jax.jit(self._outermost_function(),
-                               inline=jax_api.INLINE_WHILE_TRACING,
-                               static_argnums=self.spec.static_argnums,
-                               donate_argnums=self.donate_argnums)
+        self.donate_argnums = (
+            (donate_argnums,) if isinstance(donate_argnums, int) else tuple(donate_argnums)
+        )
+        self._jitted = jax.jit(
+            self._outermost_function(),
+            inline=jax_api.INLINE_WHILE_TRACING,
+            static_argnums=self.spec.static_argnums,
+            donate_argnums=self.donate_argnums,
+        )
         self._in_flight = runtime.InFlight()  # bounds the eager calls' runs queued
         # Whether a call goes straight to the jitted map: no donation to check and
         # one process. Known after the first call (the process count is fixed once
@@ -164,9 +189,13 @@ class MappedFunction:
             return None
         names = trace.argument_names(self.spec.fun, call.in_tree, self.spec.static_argnums)
         for index, source in moves:
-            _log.info("pmapc.pmap '%s': moved argument %s from %s to the mesh's devices "
-                      "(jax.pmap moves it too; put it there first to save the copy)",
-                      self.spec.name, names[index], source)
+            _log.info(
+                "pmapc.pmap '%s': moved argument %s from %s to the mesh's devices "
+                "(jax.pmap moves it too; put it there first to save the copy)",
+                self.spec.name,
+                names[index],
+                source,
+            )
         return _with_static(call, leaves)
 
     def _explain(self, error: Exception, args, kwargs) -> None:
@@ -184,8 +213,10 @@ class MappedFunction:
         Across processes, process-local arguments stand for the global values
         they are this process's rows of (as when calling)."""
         if trace.enclosing_axes():
-            raise PmapcError("'.lower()' is for the outermost pmapc.pmap function; call "
-                             "inner ones directly inside the outer body")
+            raise PmapcError(
+                "'.lower()' is for the outermost pmapc.pmap function; call "
+                "inner ones directly inside the outer body"
+            )
         return lower(self, *args, **kwargs)
 
     def _global_values(self, args, kwargs) -> tuple[Sequence, dict]:
@@ -194,10 +225,13 @@ class MappedFunction:
         as their shapes and dtypes (staging reads no more, and an array committed
         to other devices than the nest's then stages as any other)."""
         if processes.process_count() == 1 or processes.holds_global_values(
-                jax.tree_util.tree_leaves((args, kwargs))):
+            jax.tree_util.tree_leaves((args, kwargs))
+        ):
             static = self.spec.static_argnums
-            return ([a if i in static else _shapes_of_arrays(a) for i, a in enumerate(args)],
-                    _shapes_of_arrays(kwargs))
+            return (
+                [a if i in static else _shapes_of_arrays(a) for i, a in enumerate(args)],
+                _shapes_of_arrays(kwargs),
+            )
         call = self._flatten(args, kwargs)
         return _with_static(call, processes.global_shapes(call))
 
@@ -210,9 +244,9 @@ class MappedFunction:
         call = self._flatten(args, kwargs)
         mesh = self._mesh_of(*_with_static(call, processes.global_shapes(call)))
         given = jax.tree_util.tree_leaves(
-            (tuple(a for i, a in enumerate(args) if i not in call.static_args), kwargs))
-        global_args, global_kwargs = _with_static(
-            call, processes.global_leaves(call, given, mesh))
+            (tuple(a for i, a in enumerate(args) if i not in call.static_args), kwargs)
+        )
+        global_args, global_kwargs = _with_static(call, processes.global_leaves(call, given, mesh))
         outputs = self._jitted(*global_args, **global_kwargs)
         return jax.tree_util.tree_map(processes.to_local, outputs)
 
@@ -229,8 +263,12 @@ class MappedFunction:
 
         def outermost(*args, **kwargs):
             call = self._flatten(args, kwargs, self._global_spec())
-            outs, out_tree = self._traced(functools.partial(
-                trace.bind, devices=self.devices, backend=self.backend, outermost=True), call)
+            outs, out_tree = self._traced(
+                functools.partial(
+                    trace.bind, devices=self.devices, backend=self.backend, outermost=True
+                ),
+                call,
+            )
             return jax.tree_util.tree_unflatten(out_tree, outs)
 
         outermost.__name__ = outermost.__qualname__ = self.spec.name
@@ -246,23 +284,28 @@ class MappedFunction:
             try:
                 hash(value)
             except TypeError as error:
-                return ArgumentError(jax_messages.explained(
-                    jax_messages.not_hashable(value, error),
-                    f"static_broadcasted_argnums argument {index} must be hashable, got a "
-                    f"{type(value).__name__}; pass a tuple or another hashable value"))
+                return ArgumentError(
+                    jax_messages.explained(
+                        jax_messages.not_hashable(value, error),
+                        f"static_broadcasted_argnums argument {index} must be hashable, got a "
+                        f"{type(value).__name__}; pass a tuple or another hashable value",
+                    )
+                )
         return None
 
     def _call_nested(self, args, kwargs):
         if self.devices is not None:
-            raise at_user_call_site(DeviceError(
-                f"devices= was given to the inner pmapc.pmap over '{self.spec.axis_name}'; "
-                "only the outermost map chooses devices (pass devices= there)"))
+            raise at_user_call_site(
+                DeviceError(
+                    f"devices= was given to the inner pmapc.pmap over '{self.spec.axis_name}'; "
+                    "only the outermost map chooses devices (pass devices= there)"
+                )
+            )
         call = self._flatten(args, kwargs)
         outs, out_tree = self._traced(trace.bind, call)
         return jax.tree_util.tree_unflatten(out_tree, outs)
 
-    def _flatten(self, args, kwargs=None, spec: trace.MapSpec | None = None
-                 ) -> trace.MappedCall:
+    def _flatten(self, args, kwargs=None, spec: trace.MapSpec | None = None) -> trace.MappedCall:
         try:
             return trace.flatten_call(spec or self.spec, args, kwargs)
         except PmapcError as error:
@@ -305,15 +348,21 @@ def lower(fun: Callable, *args, target: str = "partitions", **kwargs) -> Lowered
     traced = staged.trace(*args, **kwargs)
     traced_at = time.perf_counter()
     # JAX named the arguments of `outermost(*args)`; name them after the user's.
-    names = (trace.argument_names(fun.spec.fun, traced.in_tree, static_argnums)
-             if isinstance(fun, MappedFunction) else None)
-    compilation = driver.compile_traced(traced, getattr(fun, "__name__", "program"),
-                                        target=target, record_stages=True,
-                                        argument_names=names)
+    names = (
+        trace.argument_names(fun.spec.fun, traced.in_tree, static_argnums)
+        if isinstance(fun, MappedFunction)
+        else None
+    )
+    compilation = driver.compile_traced(
+        traced,
+        getattr(fun, "__name__", "program"),
+        target=target,
+        record_stages=True,
+        argument_names=names,
+    )
     compilation.timings = {"trace": traced_at - start, **compilation.timings}
     names = ir.argument_names(ir.functions(compilation.module)["main"])
-    return Lowered(compilation, CallSignature.of(traced, names, static_argnums), devices,
-                   backend)
+    return Lowered(compilation, CallSignature.of(traced, names, static_argnums), devices, backend)
 
 
 def _with_static(call: trace.MappedCall, leaves) -> tuple[list, dict]:
@@ -328,9 +377,13 @@ def _with_static(call: trace.MappedCall, leaves) -> tuple[list, dict]:
 def _shapes_of_arrays(tree):
     """`tree` with each `jax.Array` in it as a `jax.ShapeDtypeStruct`."""
     return jax.tree_util.tree_map(
-        lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype,
-                                       weak_type=jax_api.is_weakly_typed(x))
-        if isinstance(x, jax.Array) else x, tree)
+        lambda x: (
+            jax.ShapeDtypeStruct(x.shape, x.dtype, weak_type=jax_api.is_weakly_typed(x))
+            if isinstance(x, jax.Array)
+            else x
+        ),
+        tree,
+    )
 
 
 def check_donations(name: str, donate_argnums, args) -> None:
@@ -343,5 +396,6 @@ def check_donations(name: str, donate_argnums, args) -> None:
             if id(leaf) in seen and seen[id(leaf)] != argnum:
                 raise ArgumentError(
                     f"the same buffer is donated twice, by arguments {seen[id(leaf)]} and "
-                    f"{argnum}; pass distinct arrays or donate only one of them")
+                    f"{argnum}; pass distinct arrays or donate only one of them"
+                )
             seen[id(leaf)] = argnum

@@ -62,8 +62,9 @@ class Params:
     def schema(cls) -> tuple[Param, ...]:
         """The parameters as the IR holds them."""
         fields = sorted(dataclasses.fields(cls), key=lambda f: f.default is None)
-        return tuple(Param(f.name, f.metadata["value_type"], f.default is None)
-                     for f in fields)  # the optional ones (index groups) last
+        return tuple(
+            Param(f.name, f.metadata["value_type"], f.default is None) for f in fields
+        )  # the optional ones (index groups) last
 
     def as_dict(self) -> dict[str, object]:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
@@ -80,8 +81,7 @@ class Grouped(Params):
     collective acts within each group of positions along its axes (positions in the
     product of `axes`, row-major in their order). None: one group of every position."""
 
-    axis_index_groups: IndexGroups | None = dataclasses.field(default=None,
-                                                              metadata=_ir(tuple))
+    axis_index_groups: IndexGroups | None = dataclasses.field(default=None, metadata=_ir(tuple))
 
     @property
     def index_groups(self) -> IndexGroups | None:
@@ -185,8 +185,7 @@ class Collective:
         index_groups = params.index_groups
         return len(index_groups[0]) if index_groups else group_size
 
-    def check_index_groups(self, params: Params, axes: Sequence[str],
-                           group_size: int) -> None:
+    def check_index_groups(self, params: Params, axes: Sequence[str], group_size: int) -> None:
         """ShapeError unless the index groups (if any) split the `group_size` positions
         along `axes` as JAX allows: each position once; groups of one size except in an
         all-reduce."""
@@ -194,11 +193,13 @@ class Collective:
         if index_groups is None:
             return
         where = shapes.describe_axes(axes, group_size, index_groups)
-        shapes.check_index_groups(self.kind, index_groups, where, group_size,
-                                  equal_sizes=not self.reduction)
+        shapes.check_index_groups(
+            self.kind, index_groups, where, group_size, equal_sizes=not self.reduction
+        )
 
-    def result_shape(self, params: Params, shape: shapes.Shape, axes: Sequence[str],
-                     group_size: int) -> shapes.Shape:
+    def result_shape(
+        self, params: Params, shape: shapes.Shape, axes: Sequence[str], group_size: int
+    ) -> shapes.Shape:
         """The result shape over `axes`, a group of `group_size` devices; ShapeError if
         the operand does not fit the parameters, index groups included."""
         self.check_index_groups(params, axes, group_size)
@@ -212,43 +213,87 @@ class Collective:
         else:
             values = {p.name: jax_params[p.name] for p in self.params if not p.optional}
         if self.takes_index_groups:
-            values[INDEX_GROUPS_NAME] = index_groups_from_jax(
-                jax_params.get(INDEX_GROUPS_NAME))
+            values[INDEX_GROUPS_NAME] = index_groups_from_jax(jax_params.get(INDEX_GROUPS_NAME))
         return self.params_type(**values)
 
 
 def _all_to_all_from_jax(jax_params: Mapping[str, object]) -> dict[str, object]:
     # At the primitive level JAX's all_to_all always splits and concatenates in
     # place (untiled calls add and squeeze a unit dimension around it).
-    return {"split_axis": jax_params["split_axis"], "concat_axis": jax_params["concat_axis"],
-            "tiled": True}
+    return {
+        "split_axis": jax_params["split_axis"],
+        "concat_axis": jax_params["concat_axis"],
+        "tiled": True,
+    }
 
 
 def _ppermute_from_jax(jax_params: Mapping[str, Any]) -> dict[str, object]:
     return {"perm": tuple(tuple(pair) for pair in jax_params["perm"])}
 
 
-PSUM = Collective("psum", ReductionParams, shapes.same_shape, jax_primitive="psum_p",
-                  reduction=True, reducer="stablehlo.add")
-PMAX = Collective("pmax", ReductionParams, shapes.same_shape, jax_primitive="pmax_p",
-                  reduction=True, reducer="stablehlo.maximum")
-PMIN = Collective("pmin", ReductionParams, shapes.same_shape, jax_primitive="pmin_p",
-                  reduction=True, reducer="stablehlo.minimum")
-ALL_GATHER = Collective("all_gather", AllGatherParams, shapes.all_gather_shape,
-                        jax_primitive="all_gather_p")
+PSUM = Collective(
+    "psum",
+    ReductionParams,
+    shapes.same_shape,
+    jax_primitive="psum_p",
+    reduction=True,
+    reducer="stablehlo.add",
+)
+PMAX = Collective(
+    "pmax",
+    ReductionParams,
+    shapes.same_shape,
+    jax_primitive="pmax_p",
+    reduction=True,
+    reducer="stablehlo.maximum",
+)
+PMIN = Collective(
+    "pmin",
+    ReductionParams,
+    shapes.same_shape,
+    jax_primitive="pmin_p",
+    reduction=True,
+    reducer="stablehlo.minimum",
+)
+ALL_GATHER = Collective(
+    "all_gather", AllGatherParams, shapes.all_gather_shape, jax_primitive="all_gather_p"
+)
 PSUM_SCATTER = Collective(
-    "psum_scatter", PsumScatterParams, shapes.psum_scatter_shape,
-    jax_primitive="reduce_scatter_p", reducer="stablehlo.add", takes_bool=False)
-ALL_TO_ALL = Collective("all_to_all", AllToAllParams, shapes.all_to_all_shape,
-                        jax_primitive="all_to_all_p", read_jax_params=_all_to_all_from_jax)
-PPERMUTE = Collective("ppermute", PpermuteParams, shapes.ppermute_shape,
-                      jax_primitive="ppermute_p", read_jax_params=_ppermute_from_jax)
-AXIS_INDEX = Collective("axis_index", NoParams, shapes.axis_index_shape,
-                        jax_primitive="axis_index_p")
+    "psum_scatter",
+    PsumScatterParams,
+    shapes.psum_scatter_shape,
+    jax_primitive="reduce_scatter_p",
+    reducer="stablehlo.add",
+    takes_bool=False,
+)
+ALL_TO_ALL = Collective(
+    "all_to_all",
+    AllToAllParams,
+    shapes.all_to_all_shape,
+    jax_primitive="all_to_all_p",
+    read_jax_params=_all_to_all_from_jax,
+)
+PPERMUTE = Collective(
+    "ppermute",
+    PpermuteParams,
+    shapes.ppermute_shape,
+    jax_primitive="ppermute_p",
+    read_jax_params=_ppermute_from_jax,
+)
+AXIS_INDEX = Collective(
+    "axis_index", NoParams, shapes.axis_index_shape, jax_primitive="axis_index_p"
+)
 
 # Every kind, in the order diagnostics list them.
 ALL: tuple[Collective, ...] = (
-    PSUM, PMAX, PMIN, ALL_GATHER, PSUM_SCATTER, ALL_TO_ALL, PPERMUTE, AXIS_INDEX,
+    PSUM,
+    PMAX,
+    PMIN,
+    ALL_GATHER,
+    PSUM_SCATTER,
+    ALL_TO_ALL,
+    PPERMUTE,
+    AXIS_INDEX,
 )
 BY_KIND: dict[str, Collective] = {collective.kind: collective for collective in ALL}
 

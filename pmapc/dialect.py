@@ -33,6 +33,7 @@ MESH_ATTR = "pmapc.mesh"
 SPLIT_ATTR = "pmapc.split"
 TYPED_FFI_API_VERSION = 4
 
+
 def axis_label(name) -> str:
     """An axis name as the IR writes it: a string as it is, an enum member as
     `Type.MEMBER`, any other hashable (a tuple of strings, ...) as its type and repr.
@@ -74,11 +75,11 @@ _LABELS: dict[object, str] = {}
 _LABELS_LOCK = threading.Lock()
 
 
-def error_at(op: ir.Operation, message: str,
-             category: Category = Category.IR) -> DiagnosticError:
+def error_at(op: ir.Operation, message: str, category: Category = Category.IR) -> DiagnosticError:
     """A DiagnosticError at `op`'s location; `category` says what it is about."""
-    return DiagnosticError(Diagnostic("error", message, ir.source_loc(op.location),
-                                      category=category))
+    return DiagnosticError(
+        Diagnostic("error", message, ir.source_loc(op.location), category=category)
+    )
 
 
 def target_of(op: ir.Operation) -> str | None:
@@ -155,13 +156,20 @@ class Views:
 
     def collective(self, op: ir.Operation) -> CollectiveView:
         """`read_collective(op)`."""
-        return self._read(op, "call_target_name", "backend_config", self._collectives,
-                          read_collective, CollectiveView)
+        return self._read(
+            op,
+            "call_target_name",
+            "backend_config",
+            self._collectives,
+            read_collective,
+            CollectiveView,
+        )
 
     def map(self, op: ir.Operation) -> MapView:
         """`read_map(op)`."""
-        return self._read(op, "backend_config", "called_computations", self._maps, read_map,
-                          MapView)
+        return self._read(
+            op, "backend_config", "called_computations", self._maps, read_map, MapView
+        )
 
     @staticmethod
     def _read(op: ir.Operation, first: str, second: str, parsed: dict, read, view_class):
@@ -176,8 +184,9 @@ class Views:
         if fields is not None:
             return view_class(op, *fields)
         view = read(op)
-        parsed[key] = tuple(getattr(view, field.name)
-                            for field in dataclasses.fields(view_class)[1:])
+        parsed[key] = tuple(
+            getattr(view, field.name) for field in dataclasses.fields(view_class)[1:]
+        )
         return view
 
 
@@ -220,9 +229,11 @@ def read_map(op: ir.Operation) -> MapView:
         raise error_at(op, f"'axis_size' of axis '{axis_name}' must be positive, got {axis_size}")
     in_axes = _required(op, config, "in_axes", _read_axes_list, "an array of integers or 'unit'")
     out_axes = _required(op, config, "out_axes", _read_axes_list, "an array of integers or 'unit'")
-    callees = ir.symbol_refs(op.attributes["called_computations"]) if (
-        "called_computations" in op.attributes
-    ) else None
+    callees = (
+        ir.symbol_refs(op.attributes["called_computations"])
+        if ("called_computations" in op.attributes)
+        else None
+    )
     if not callees or len(callees) != 1:
         raise error_at(op, "'pmapc.map' needs 'called_computations' naming exactly one function")
     return MapView(op, axis_name, axis_size, in_axes, out_axes, callees[0])
@@ -292,8 +303,7 @@ def read_collective(op: ir.Operation) -> CollectiveView:
     if collective is None:
         target = target_of(op) or ""
         known = ", ".join(f"'{k.target}'" for k in collectives.ALL)
-        raise error_at(op, f"unknown pmapc op '{target}'; expected one of '{MAP_TARGET}', "
-                       f"{known}")
+        raise error_at(op, f"unknown pmapc op '{target}'; expected one of '{MAP_TARGET}', {known}")
     config = _backend_config(op)
     axes = _required(op, config, "axes", _read_string_list, "a non-empty array of axis names")
     _check_keys(op, collective, config)
@@ -301,11 +311,12 @@ def read_collective(op: ir.Operation) -> CollectiveView:
     for param in collective.params:
         if param.optional and param.name not in config:
             continue
-        values[param.name] = _required(op, config, param.name,
-                                       _PARAM_READERS[param.value_type],
-                                       _PARAM_WHAT[param.value_type])
-    return CollectiveView(op, collective, axes, collective.params_type(**values),
-                          op.attributes["backend_config"])
+        values[param.name] = _required(
+            op, config, param.name, _PARAM_READERS[param.value_type], _PARAM_WHAT[param.value_type]
+        )
+    return CollectiveView(
+        op, collective, axes, collective.params_type(**values), op.attributes["backend_config"]
+    )
 
 
 def _check_keys(op: ir.Operation, collective: Collective, config: dict) -> None:
@@ -314,12 +325,14 @@ def _check_keys(op: ir.Operation, collective: Collective, config: dict) -> None:
     unknown = [key for key in config if key not in known]
     if unknown:
         listed = ", ".join(f"'{key}'" for key in known)
-        raise error_at(op, f"'{collective.target}' does not take '{unknown[0]}' in its "
-                       f"backend_config; its keys are {listed}")
+        raise error_at(
+            op,
+            f"'{collective.target}' does not take '{unknown[0]}' in its "
+            f"backend_config; its keys are {listed}",
+        )
 
 
-def collective_config(kind: str, axes: Sequence[str], params: Params
-                      ) -> dict[str, ir.Attribute]:
+def collective_config(kind: str, axes: Sequence[str], params: Params) -> dict[str, ir.Attribute]:
     """The attributes of a `@pmapc.<kind>` op; an optional parameter that is None is
     left out."""
     config = {"axes": ir.array_attr([ir.string_attr(a) for a in axes])}
@@ -333,9 +346,14 @@ def collective_config(kind: str, axes: Sequence[str], params: Params
     }
 
 
-def create_collective(b: Builder, kind: str, operands: Sequence[ir.Value],
-                      result_types: Sequence[ir.Type], axes: Sequence[str],
-                      params: Params) -> ir.Operation:
+def create_collective(
+    b: Builder,
+    kind: str,
+    operands: Sequence[ir.Value],
+    result_types: Sequence[ir.Type],
+    axes: Sequence[str],
+    params: Params,
+) -> ir.Operation:
     """`@pmapc.<kind>` over `axes`, built by `b` (passes/rewriter.py)."""
     attributes = {"call_target_name": ir.string_attr(collectives.BY_KIND[kind].target)}
     attributes.update(collective_config(kind, axes, params))
@@ -391,12 +409,19 @@ def _read_index_groups(attr: ir.Attribute) -> collectives.IndexGroups | None:
     return tuple(groups) if groups is not None else None
 
 
-_PARAM_READERS = {int: ir.as_int, bool: ir.as_bool, list: _read_pairs,
-                  tuple: _read_index_groups}
-_PARAM_WRITERS = {int: ir.i64_attr, bool: ir.bool_attr, list: _int_lists_attr,
-                  tuple: _int_lists_attr}
-_PARAM_WHAT = {int: "an integer", bool: "a boolean", list: "an array of [source, target] pairs",
-               tuple: "an array of arrays of integers"}
+_PARAM_READERS = {int: ir.as_int, bool: ir.as_bool, list: _read_pairs, tuple: _read_index_groups}
+_PARAM_WRITERS = {
+    int: ir.i64_attr,
+    bool: ir.bool_attr,
+    list: _int_lists_attr,
+    tuple: _int_lists_attr,
+}
+_PARAM_WHAT = {
+    int: "an integer",
+    bool: "a boolean",
+    list: "an array of [source, target] pairs",
+    tuple: "an array of arrays of integers",
+}
 
 
 # ----------------------------------------------------------------------------
@@ -438,13 +463,23 @@ def read_mesh(module: ir.Module) -> Mesh | None:
     sizes = ir.as_i64_array(config["axis_sizes"]) if "axis_sizes" in config else None
     where = ir.source_loc(module.operation.location)
     if names is None or sizes is None or len(names) != len(sizes):
-        raise DiagnosticError(Diagnostic(
-            "error", f"'{MESH_ATTR}' needs 'axis_names' (strings) and 'axis_sizes' (an i64 "
-            "array) of one length", where))
+        raise DiagnosticError(
+            Diagnostic(
+                "error",
+                f"'{MESH_ATTR}' needs 'axis_names' (strings) and 'axis_sizes' (an i64 "
+                "array) of one length",
+                where,
+            )
+        )
     if len(set(names)) != len(names) or any(size < 1 for size in sizes):
-        raise DiagnosticError(Diagnostic(
-            "error", f"'{MESH_ATTR}' needs distinct axis names and positive sizes, got "
-            f"{list(names)} and {list(sizes)}", where))
+        raise DiagnosticError(
+            Diagnostic(
+                "error",
+                f"'{MESH_ATTR}' needs distinct axis names and positive sizes, got "
+                f"{list(names)} and {list(sizes)}",
+                where,
+            )
+        )
     return Mesh(tuple(names), tuple(sizes))
 
 

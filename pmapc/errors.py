@@ -129,7 +129,8 @@ class PassFailure(PmapcError, RuntimeError):
         super().__init__(
             f"pass '{pass_name}' failed (passes run before it: {', '.join(before) or 'none'}): "
             f"{type(error).__name__}: {error}; this is a pmapc bug, please report it with "
-            "the input (pmapc trace --emit=pmapc writes it)")
+            "the input (pmapc trace --emit=pmapc writes it)"
+        )
 
 
 _ERROR_CLASSES: dict[Category, type[PmapcError]] = {

@@ -50,8 +50,10 @@ def reshape(b: Builder, value: ir.Value, shape: Sequence[int]) -> ir.Value:
     have = ir.shape_of(value.type)
     if have == tuple(shape):
         return value
-    _check(int(np.prod(have)) == int(np.prod(shape)),
-           f"reshape of {value.type} to {list(shape)}: the element counts differ")
+    _check(
+        int(np.prod(have)) == int(np.prod(shape)),
+        f"reshape of {value.type} to {list(shape)}: the element counts differ",
+    )
     result_type = ir.tensor_type(shape, ir.element_type_of(value.type))
     return b.create("stablehlo.reshape", [value], [result_type]).result
 
@@ -64,23 +66,27 @@ def insert_unit_dim(b: Builder, value: ir.Value, dim: int) -> ir.Value:
 
 def drop_dim(b: Builder, value: ir.Value, dim: int) -> ir.Value:
     shape = list(ir.shape_of(value.type))
-    _check(0 <= dim < len(shape) and shape[dim] == 1,
-           f"dropping dimension {dim} of {value.type}: it is not a unit dimension")
+    _check(
+        0 <= dim < len(shape) and shape[dim] == 1,
+        f"dropping dimension {dim} of {value.type}: it is not a unit dimension",
+    )
     del shape[dim]
     return reshape(b, value, shape)
 
 
-def dynamic_slice(b: Builder, value: ir.Value, starts: Sequence[ir.Value],
-                  sizes: Sequence[int]) -> ir.Value:
+def dynamic_slice(
+    b: Builder, value: ir.Value, starts: Sequence[ir.Value], sizes: Sequence[int]
+) -> ir.Value:
     shape = ir.shape_of(value.type)
-    _check(len(starts) == len(shape) == len(sizes)
-           and all(0 <= size <= dim for size, dim in zip(sizes, shape)),
-           f"dynamic_slice of {value.type} with {len(starts)} start(s) and sizes "
-           f"{list(sizes)}: one start and a size within each dimension are needed")
+    _check(
+        len(starts) == len(shape) == len(sizes)
+        and all(0 <= size <= dim for size, dim in zip(sizes, shape)),
+        f"dynamic_slice of {value.type} with {len(starts)} start(s) and sizes "
+        f"{list(sizes)}: one start and a size within each dimension are needed",
+    )
     result_type = ir.tensor_type(sizes, ir.element_type_of(value.type))
     attributes = {"slice_sizes": ir.dense_i64_array_attr(sizes)}
-    return b.create("stablehlo.dynamic_slice", [value, *starts], [result_type],
-                    attributes).result
+    return b.create("stablehlo.dynamic_slice", [value, *starts], [result_type], attributes).result
 
 
 def convert(b: Builder, value: ir.Value, element_type: ir.Type) -> ir.Value:
@@ -90,8 +96,10 @@ def convert(b: Builder, value: ir.Value, element_type: ir.Type) -> ir.Value:
 
 def binary(b: Builder, name: str, lhs: ir.Value, rhs: ir.Value) -> ir.Value:
     """stablehlo.{add, multiply, divide, remainder, ...} of two same-typed values."""
-    _check(lhs.type == rhs.type, f"stablehlo.{name} of {lhs.type} and {rhs.type}: the "
-           "operand types differ")
+    _check(
+        lhs.type == rhs.type,
+        f"stablehlo.{name} of {lhs.type} and {rhs.type}: the operand types differ",
+    )
     return b.create(f"stablehlo.{name}", [lhs, rhs], [lhs.type]).result
 
 
@@ -139,11 +147,15 @@ def reduction_identity(element_type: ir.Type, reducer: str) -> ir.Attribute:
 def reduce_dims(b: Builder, value: ir.Value, dims: Sequence[int], reducer: str) -> ir.Value:
     """Reduce `value` over array dimensions `dims` locally with `reducer` (see build_reducer)."""
     element_type = ir.element_type_of(value.type)
-    init = constant(b, reduction_identity(element_type, reducer),
-                    ir.tensor_type([], element_type))
+    init = constant(b, reduction_identity(element_type, reducer), ir.tensor_type([], element_type))
     shape = [size for dim, size in enumerate(ir.shape_of(value.type)) if dim not in dims]
-    op = b.create("stablehlo.reduce", [value, init], [ir.tensor_type(shape, element_type)],
-                  {"dimensions": ir.dense_i64_array_attr(sorted(dims))}, regions=1)
+    op = b.create(
+        "stablehlo.reduce",
+        [value, init],
+        [ir.tensor_type(shape, element_type)],
+        {"dimensions": ir.dense_i64_array_attr(sorted(dims))},
+        regions=1,
+    )
     build_reducer(b, op.regions[0], element_type, reducer)
     return op.result
 

@@ -102,8 +102,9 @@ def _name_source(module: ir.Module, filename: str) -> None:
     def visit(op: ir.Operation) -> ir.WalkResult:
         location = op.location
         if isinstance(location, ir.FileLineColLoc) and location.filename == "-":
-            op.location = ir.Location.file(filename, location.start_line, location.start_col,
-                                           context=module.context)
+            op.location = ir.Location.file(
+                filename, location.start_line, location.start_col, context=module.context
+            )
         return ir.WalkResult.ADVANCE
 
     module.operation.walk(visit)
@@ -148,9 +149,7 @@ def diagnostics_of(error: ir.MLIRError, filename: str = "-") -> list[Diagnostic]
             Diagnostic("note", note.message, source_loc(note.location, filename))
             for note in diag.notes
         )
-        result.append(
-            Diagnostic("error", diag.message, source_loc(diag.location, filename), notes)
-        )
+        result.append(Diagnostic("error", diag.message, source_loc(diag.location, filename), notes))
     if not result:
         result.append(Diagnostic("error", str(error).strip().splitlines()[-1]))
     return result
@@ -247,8 +246,12 @@ def i64_type() -> ir.Type:
     return ir.IntegerType.get_signless(64)
 
 
-_FLOAT_DTYPES = ((ir.BF16Type, "bfloat16"), (ir.F16Type, "float16"), (ir.F32Type, "float32"),
-                 (ir.F64Type, "float64"))
+_FLOAT_DTYPES = (
+    (ir.BF16Type, "bfloat16"),
+    (ir.F16Type, "float16"),
+    (ir.F32Type, "float32"),
+    (ir.F64Type, "float64"),
+)
 
 
 def dtype_name(element_type: ir.Type) -> str | None:
@@ -533,8 +536,7 @@ def walk(op: ir.Operation, names: str | Collection[str] | None = None) -> list[i
     return found
 
 
-def walk_named(op: ir.Operation, names: Collection[str]
-               ) -> list[tuple[str, ir.Operation, int]]:
+def walk_named(op: ir.Operation, names: Collection[str]) -> list[tuple[str, ir.Operation, int]]:
     """(name, op, op_key(op)) of every op named one of `names` nested inside `op`, in
     pre-order (each name read once, for callers that sort the ops by name)."""
     found: list[tuple[str, ir.Operation, int]] = []
@@ -666,8 +668,10 @@ def keep_arg_attrs(func: ir.Operation, kind: str, names: Collection[str]) -> Non
     key = f"{kind}_attrs"
     if key not in func.attributes:
         return
-    entries = [{name: value for name, value in (as_dict(entry) or {}).items()
-                if name in names} for entry in as_list(func.attributes[key]) or []]
+    entries = [
+        {name: value for name, value in (as_dict(entry) or {}).items() if name in names}
+        for entry in as_list(func.attributes[key]) or []
+    ]
     if any(entries):
         func.attributes[key] = array_attr([dict_attr(entry) for entry in entries])
     else:
@@ -731,14 +735,18 @@ def sdy_mesh_attr(axes: Sequence[tuple[str, int]]) -> ir.Attribute:
 
 def sdy_sharding_attr(mesh: str, split: Sequence[Sequence[str]]) -> ir.Attribute:
     """`#sdy.sharding<@mesh, [{"a"}, {}]>`: dimension d split over the axes `split[d]`."""
-    dimensions = [_sdy.DimensionShardingAttr.get([_sdy.AxisRefAttr.get(axis) for axis in axes],
-                                                 is_closed=True)
-                  for axes in split]
+    dimensions = [
+        _sdy.DimensionShardingAttr.get(
+            [_sdy.AxisRefAttr.get(axis) for axis in axes], is_closed=True
+        )
+        for axes in split
+    ]
     return _sdy.TensorShardingAttr.get(mesh, dimensions, [], [])
 
 
-def sdy_sharding_per_value_attr(mesh: str, splits: Sequence[Sequence[Sequence[str]]]
-                                ) -> ir.Attribute:
+def sdy_sharding_per_value_attr(
+    mesh: str, splits: Sequence[Sequence[Sequence[str]]]
+) -> ir.Attribute:
     return _sdy.TensorShardingPerValueAttr.get([sdy_sharding_attr(mesh, s) for s in splits])
 
 

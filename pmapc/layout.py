@@ -107,8 +107,9 @@ def layout(chains: Iterable[Chain]) -> Layout:
     for chain in chains:
         merged = refine(factors, [size for _, size in chain])
         if merged is None:
-            raise ValueError(f"no mesh refines the map sizes {[s for _, s in chain]} and "
-                             f"{list(factors)}")
+            raise ValueError(
+                f"no mesh refines the map sizes {[s for _, s in chain]} and {list(factors)}"
+            )
         factors = merged
     exact: list[set[str]] = [set() for _ in factors]
     covering: list[set[str]] = [set() for _ in factors]

@@ -57,8 +57,9 @@ class Mesh:
         return "x".join(f"{n}={s}" for n, s in zip(self.axis_names, self.axis_sizes))
 
 
-def replica_groups_for(mesh: Mesh, axes: tuple[str, ...],
-                       index_groups: Sequence[Sequence[int]] | None = None) -> np.ndarray:
+def replica_groups_for(
+    mesh: Mesh, axes: tuple[str, ...], index_groups: Sequence[Sequence[int]] | None = None
+) -> np.ndarray:
     """The (num_groups, group_size) matrix of device ids of a collective over `axes`.
 
     Lay iota(N) out in the mesh shape, move the named axes to the back in the
@@ -77,7 +78,7 @@ def replica_groups_for(mesh: Mesh, axes: tuple[str, ...],
     width = max(len(index_group) for index_group in index_groups)
     split = np.full((len(groups) * len(index_groups), width), -1, dtype=np.int64)
     for row, (group, index_group) in enumerate(itertools.product(groups, index_groups)):
-        split[row, :len(index_group)] = group[list(index_group)]
+        split[row, : len(index_group)] = group[list(index_group)]
     return split
 
 

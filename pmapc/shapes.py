@@ -28,8 +28,9 @@ if TYPE_CHECKING:  # the records of pmapc/collectives.py name these rules
 Shape = tuple[int, ...]
 
 
-def describe_axes(axes: Sequence[str], group_size: int,
-                  index_groups: Sequence[Sequence[int]] | None = None) -> str:
+def describe_axes(
+    axes: Sequence[str], group_size: int, index_groups: Sequence[Sequence[int]] | None = None
+) -> str:
     """`'model' (size 4)`, `('data', 'model') (size 8)`; with index groups
     `'i' (size 8, axis_index_groups [[0, 1], [2, 3]])`."""
     names = ", ".join(f"'{a}'" for a in axes)
@@ -43,20 +44,25 @@ def format_index_groups(index_groups: Sequence[Sequence[int]]) -> str:
     return str([list(group) for group in index_groups])
 
 
-def check_index_groups(kind: str, index_groups: Sequence[Sequence[int]], where: str, n: int,
-                       *, equal_sizes: bool) -> None:
+def check_index_groups(
+    kind: str, index_groups: Sequence[Sequence[int]], where: str, n: int, *, equal_sizes: bool
+) -> None:
     """JAX's rules for `axis_index_groups` over a group of `n` devices: non-empty groups
     that hold each index 0..n-1 exactly once, and, where `equal_sizes`, all of one size
     (JAX 0.4 requires it of all_gather, psum_scatter and all_to_all)."""
     fault = _cover_fault(index_groups, n)
     if fault is not None:
-        raise ShapeError(f"'{kind}' over {where}: axis_index_groups must cover all indices "
-                         f"exactly once ({fault}); put each index 0..{n - 1} in one group")
+        raise ShapeError(
+            f"'{kind}' over {where}: axis_index_groups must cover all indices "
+            f"exactly once ({fault}); put each index 0..{n - 1} in one group"
+        )
     sizes = sorted({len(group) for group in index_groups})
     if equal_sizes and len(sizes) > 1:
         listed = ", ".join(str(size) for size in sizes)
-        raise ShapeError(f"'{kind}' over {where}: axis_index_groups must all be the same "
-                         f"size, got sizes {listed}; split the indices into groups of one size")
+        raise ShapeError(
+            f"'{kind}' over {where}: axis_index_groups must all be the same "
+            f"size, got sizes {listed}; split the indices into groups of one size"
+        )
 
 
 def _cover_fault(index_groups: Sequence[Sequence[int]], n: int) -> str | None:
@@ -118,8 +124,9 @@ def same_shape(params: ReductionParams, shape: Shape, where: str, n: int) -> Sha
 
 def _check_dim(kind: str, name: str, dim: int, rank: int, where: str) -> None:
     if rank == 0:
-        raise ShapeError(f"'{kind}' over {where} needs an operand with dimensions, got a "
-                         f"scalar ({name} {dim})")
+        raise ShapeError(
+            f"'{kind}' over {where} needs an operand with dimensions, got a scalar ({name} {dim})"
+        )
     if not 0 <= dim < rank:
         raise ShapeError(
             f"'{kind}' over {where} has {name} {dim}, out of range for an operand of "
@@ -144,7 +151,7 @@ def all_gather_shape(params: AllGatherParams, shape: Shape, where: str, n: int) 
     dim = params.all_gather_dimension
     if params.tiled:
         _check_dim("all_gather", "all_gather_dimension", dim, len(shape), where)
-        return (*shape[:dim], shape[dim] * n, *shape[dim + 1:])
+        return (*shape[:dim], shape[dim] * n, *shape[dim + 1 :])
     if not 0 <= dim <= len(shape):
         raise ShapeError(
             f"'all_gather' over {where} has all_gather_dimension {dim}, out of range for an "
@@ -159,7 +166,7 @@ def psum_scatter_shape(params: PsumScatterParams, shape: Shape, where: str, n: i
     _check_dim("psum_scatter", "scatter_dimension", dim, len(shape), where)
     _check_divisible("psum_scatter", dim, shape, where, n, params.tiled)
     if params.tiled:
-        return (*shape[:dim], shape[dim] // n, *shape[dim + 1:])
+        return (*shape[:dim], shape[dim] // n, *shape[dim + 1 :])
     return shape[:dim] + shape[dim + 1 :]
 
 
@@ -191,11 +198,13 @@ def ppermute_shape(params: PpermuteParams, shape: Shape, where: str, n: int) -> 
                     f"range; indices must be in 0..{n - 1}"
                 )
         if src in sources:
-            raise ShapeError(f"'ppermute' over {where} sends from index {src} twice; "
-                             "each source may appear once")
+            raise ShapeError(
+                f"'ppermute' over {where} sends from index {src} twice; each source may appear once"
+            )
         if dst in targets:
-            raise ShapeError(f"'ppermute' over {where} sends to index {dst} twice; "
-                             "each target may appear once")
+            raise ShapeError(
+                f"'ppermute' over {where} sends to index {dst} twice; each target may appear once"
+            )
         sources.add(src)
         targets.add(dst)
     return shape
@@ -204,4 +213,3 @@ def ppermute_shape(params: PpermuteParams, shape: Shape, where: str, n: int) -> 
 def axis_index_shape(params: NoParams, shape: Shape, where: str, n: int) -> Shape:
     """A scalar (axis_index takes no operand)."""
     return ()
-

@@ -46,8 +46,16 @@ class CallSignature:
     def of(cls, traced, names: Sequence[str | None], static_argnums) -> CallSignature:
         in_avals = tuple(jax.tree_util.tree_leaves(traced.in_avals))
         arg_names = tuple(name or f"{i + 1}/{len(in_avals)}" for i, name in enumerate(names))
-        return cls(traced.in_tree, in_avals, arg_names, traced.out_tree, traced.out_info,
-                   traced.args_info, tuple(traced.donate_argnums), tuple(static_argnums))
+        return cls(
+            traced.in_tree,
+            in_avals,
+            arg_names,
+            traced.out_tree,
+            traced.out_info,
+            traced.args_info,
+            tuple(traced.donate_argnums),
+            tuple(static_argnums),
+        )
 
     @property
     def out_avals(self) -> list:
@@ -87,8 +95,13 @@ class _Signed:
 class Lowered(_Signed):
     """A traced program and the IR after each stage."""
 
-    def __init__(self, compilation: driver.Compilation, signature: CallSignature,
-                 devices: Sequence[xla.Device] | None, backend: str | None):
+    def __init__(
+        self,
+        compilation: driver.Compilation,
+        signature: CallSignature,
+        devices: Sequence[xla.Device] | None,
+        backend: str | None,
+    ):
         self.compilation = compilation
         self.signature = signature
         self.devices = devices
@@ -126,14 +139,17 @@ class Lowered(_Signed):
             form = runtime.execution_form(module, self.compilation.mesh)
             return xla.hlo_of(xla.module_for_xla(module, form))
         if dialect != "stablehlo":
-            raise ValueError(f"unknown dialect '{dialect}'; pmapc gives 'stablehlo' and "
-                             "'hlo' (as_text also gives each stage's IR)")
+            raise ValueError(
+                f"unknown dialect '{dialect}'; pmapc gives 'stablehlo' and "
+                "'hlo' (as_text also gives each stage's IR)"
+            )
         return ir.copy_into(self.compilation.module, ir.make_context())
 
     def cost_analysis(self) -> dict[str, float]:
         """XLA's cost estimate (flops, bytes accessed, ...) before compilation."""
-        platform = (self.devices[0].platform if self.devices else
-                    self.backend or jax.default_backend())
+        platform = (
+            self.devices[0].platform if self.devices else self.backend or jax.default_backend()
+        )
         return xla.estimated_cost(self.compiler_ir("hlo"), platform)
 
     def plan(self):
@@ -145,8 +161,9 @@ class Lowered(_Signed):
         """XLA-compile for the mesh's devices; `compiler_options` are XLA options by
         name, as for `jax.stages.Lowered.compile`."""
         try:
-            executable = driver.compile_for_devices(self.compilation, self.devices,
-                                                    self.backend, compiler_options)
+            executable = driver.compile_for_devices(
+                self.compilation, self.devices, self.backend, compiler_options
+            )
         except DeviceError as error:
             raise at_user_call_site(error) from None
         return Compiled(executable, self.signature)
@@ -155,8 +172,10 @@ class Lowered(_Signed):
         if stage == "stablehlo":
             return self.compilation.module.operation
         if stage not in self.compilation.snapshots:
-            raise ValueError(f"unknown dialect or stage '{stage}'; give one of "
-                             f"{[*PMAPC_DIALECTS, *self.compilation.snapshots]}")
+            raise ValueError(
+                f"unknown dialect or stage '{stage}'; give one of "
+                f"{[*PMAPC_DIALECTS, *self.compilation.snapshots]}"
+            )
         return self.compilation.snapshots[stage]
 
 
@@ -167,30 +186,33 @@ class Compiled(_Signed):
         self.executable = executable
         self.signature = signature
         self._keys_in = [jax_api.is_key_dtype(aval.dtype) for aval in signature.in_avals]
-        self._keys_out = [aval.dtype if jax_api.is_key_dtype(aval.dtype) else None
-                          for aval in signature.out_avals]
+        self._keys_out = [
+            aval.dtype if jax_api.is_key_dtype(aval.dtype) else None for aval in signature.out_avals
+        ]
 
     def __call__(self, *args, **kwargs):
         """Call with the arguments of the signature this was compiled for; static
         arguments may be passed again (they are ignored) or left out."""
         leaves = self._checked_leaves(self._dynamic(args), kwargs)
-        values = [jax.random.key_data(x) if key else trace.as_device_value(x)
-                  for x, key in zip(leaves, self._keys_in)]
-        outputs = [out if key_dtype is None else jax_api.wrap_key_data(out, key_dtype)
-                   for out, key_dtype in zip(self.executable(*values), self._keys_out)]
+        values = [
+            jax.random.key_data(x) if key else trace.as_device_value(x)
+            for x, key in zip(leaves, self._keys_in)
+        ]
+        outputs = [
+            out if key_dtype is None else jax_api.wrap_key_data(out, key_dtype)
+            for out, key_dtype in zip(self.executable(*values), self._keys_out)
+        ]
         return jax.tree_util.tree_unflatten(self.signature.out_tree, outputs)
 
     call = __call__
 
     @property
     def input_shardings(self):
-        return jax.tree_util.tree_unflatten(self.signature.in_tree,
-                                            self.executable.in_shardings)
+        return jax.tree_util.tree_unflatten(self.signature.in_tree, self.executable.in_shardings)
 
     @property
     def output_shardings(self):
-        return jax.tree_util.tree_unflatten(self.signature.out_tree,
-                                            self.executable.out_shardings)
+        return jax.tree_util.tree_unflatten(self.signature.out_tree, self.executable.out_shardings)
 
     def as_text(self) -> str:
         """The HLO XLA compiled, after its optimizations."""
@@ -226,8 +248,10 @@ class Compiled(_Signed):
         for leaf, aval, name in zip(leaves, self.signature.in_avals, self.signature.arg_names):
             given = jax.typeof(leaf)
             if (given.shape, given.dtype) != (aval.shape, aval.dtype):
-                mismatches.append(f"Argument '{name}' compiled with {aval.str_short()} and "
-                                  f"called with {given.str_short()}")
+                mismatches.append(
+                    f"Argument '{name}' compiled with {aval.str_short()} and "
+                    f"called with {given.str_short()}"
+                )
         if mismatches:
             raise TypeError(argument_mismatch(mismatches))
         return leaves
@@ -236,19 +260,24 @@ class Compiled(_Signed):
 def pytree_mismatch(given, compiled) -> str:
     """JAX 0.4.30's message for a compiled function called with another pytree."""
     differences = jax_api.pytree_differences(given, compiled)
-    lines = ["Function compiled with input pytree does not match the input pytree it "
-             f"was called with. There are {len(differences)} mismatches, including:"]
+    lines = [
+        "Function compiled with input pytree does not match the input pytree it "
+        f"was called with. There are {len(differences)} mismatches, including:"
+    ]
     for path, given_thing, compiled_thing, explanation in differences:
         first, *rest = path
         base = ("args", "kwargs")[first.idx]
-        lines.append(f"    * at {base}{jax.tree_util.keystr(tuple(rest))}, seen "
-                     f"{compiled_thing} but now given {given_thing}, so {explanation}")
+        lines.append(
+            f"    * at {base}{jax.tree_util.keystr(tuple(rest))}, seen "
+            f"{compiled_thing} but now given {given_thing}, so {explanation}"
+        )
     return "\n".join(lines)
 
 
 def argument_mismatch(mismatches: list[str], shown: int = 5) -> str:
     """JAX 0.4.30's message for a compiled function called with other argument types."""
-    count = (f"The first {shown} of {len(mismatches)}" if len(mismatches) >= shown
-             else "The")
-    return ("Argument types differ from the types for which this computation was "
-            f"compiled. {count} mismatches are:\n" + "\n".join(mismatches[:shown]))
+    count = f"The first {shown} of {len(mismatches)}" if len(mismatches) >= shown else "The"
+    return (
+        "Argument types differ from the types for which this computation was "
+        f"compiled. {count} mismatches are:\n" + "\n".join(mismatches[:shown])
+    )

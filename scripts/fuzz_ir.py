@@ -25,8 +25,10 @@ import sys
 import tempfile
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-SEEDS = [ROOT / "examples" / "nested_2x4.mlir", *sorted((ROOT / "tests" / "lit" / "passes").glob(
-    "*.mlir"))]
+SEEDS = [
+    ROOT / "examples" / "nested_2x4.mlir",
+    *sorted((ROOT / "tests" / "lit" / "passes").glob("*.mlir")),
+]
 TIME_LIMIT_SECONDS = 30
 
 
@@ -54,42 +56,59 @@ def _replace_one(pattern: str, replacement, text: str, rng: random.Random) -> st
 
 
 def drop_config_key(text, rng):
-    return _replace_one(r"\b(axis_name|axis_size|in_axes|out_axes|axes|tiled|perm|"
-                        r"all_gather_dimension|scatter_dimension|split_axis|concat_axis)"
-                        r" = (\[[^\]]*\]|[^,}]+),? ?", "", text, rng)
+    return _replace_one(
+        r"\b(axis_name|axis_size|in_axes|out_axes|axes|tiled|perm|"
+        r"all_gather_dimension|scatter_dimension|split_axis|concat_axis)"
+        r" = (\[[^\]]*\]|[^,}]+),? ?",
+        "",
+        text,
+        rng,
+    )
 
 
 def retype_value(text, rng):
     choices = ['"oops"', "7 : i32", "true", "[]", "unit", "-1", "[[0]]", "1.5 : f32"]
-    return _replace_one(r"(?<== )(\"[^\"]*\"|\d+ : i64|true|false|\[[^\]]*\]|unit)",
-                        lambda m: rng.choice(choices), text, rng)
+    return _replace_one(
+        r"(?<== )(\"[^\"]*\"|\d+ : i64|true|false|\[[^\]]*\]|unit)",
+        lambda m: rng.choice(choices),
+        text,
+        rng,
+    )
 
 
 def change_size(text, rng):
-    return _replace_one(r"axis_size = \d+", f"axis_size = {rng.choice([0, 1, 3, 4, 16])}",
-                        text, rng)
+    return _replace_one(
+        r"axis_size = \d+", f"axis_size = {rng.choice([0, 1, 3, 4, 16])}", text, rng
+    )
 
 
 def change_name(text, rng):
-    return _replace_one(r'"(data|model|a|b|c|i|j)"', f'"{rng.choice(["data", "model", "x"])}"',
-                        text, rng)
+    return _replace_one(
+        r'"(data|model|a|b|c|i|j)"', f'"{rng.choice(["data", "model", "x"])}"', text, rng
+    )
 
 
 def change_shape(text, rng):
-    return _replace_one(r"tensor<(\d+)x", lambda m: f"tensor<{rng.choice([1, 3, 5])}x",
-                        text, rng)
+    return _replace_one(r"tensor<(\d+)x", lambda m: f"tensor<{rng.choice([1, 3, 5])}x", text, rng)
 
 
 def change_target(text, rng):
-    return _replace_one(r"@pmapc\.\w+", f"@pmapc.{rng.choice(['psum', 'map', 'bogus'])}",
-                        text, rng)
+    return _replace_one(r"@pmapc\.\w+", f"@pmapc.{rng.choice(['psum', 'map', 'bogus'])}", text, rng)
 
 
 def change_callee(text, rng):
-    return _replace_one(r"called_computations = \[@\w+\]",
-                        rng.choice(["called_computations = [@nowhere]",
-                                    "called_computations = [@main]", "called_computations = []"]),
-                        text, rng)
+    return _replace_one(
+        r"called_computations = \[@\w+\]",
+        rng.choice(
+            [
+                "called_computations = [@nowhere]",
+                "called_computations = [@main]",
+                "called_computations = []",
+            ]
+        ),
+        text,
+        rng,
+    )
 
 
 def delete_line(text, rng):
@@ -113,13 +132,23 @@ def truncate(text, rng):
 def corrupt_bytes(text, rng):
     chars = list(text)
     for _ in range(rng.randint(1, 4)):
-        chars[rng.randrange(len(chars))] = rng.choice("{}()<>[]%@:=,\"x0\x00é")
+        chars[rng.randrange(len(chars))] = rng.choice('{}()<>[]%@:=,"x0\x00é')
     return "".join(chars)
 
 
-MUTATIONS = [drop_config_key, retype_value, change_size, change_name, change_shape,
-             change_target, change_callee, delete_line, duplicate_line, truncate,
-             corrupt_bytes]
+MUTATIONS = [
+    drop_config_key,
+    retype_value,
+    change_size,
+    change_name,
+    change_shape,
+    change_target,
+    change_callee,
+    delete_line,
+    duplicate_line,
+    truncate,
+    corrupt_bytes,
+]
 
 
 class TimeLimit(Exception):

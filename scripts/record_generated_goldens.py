@@ -49,8 +49,11 @@ def record_one(program) -> golden_store.Recorded:
         message = str(error).splitlines()[0] if str(error) else ""
         print(f"{program.name}: {type(error).__name__}: {message[:160]}")
         return golden_store.Recorded(
-            named_inputs, builtin_class(error).__name__,
-            f"{type(error).__module__}.{type(error).__name__}", message)
+            named_inputs,
+            builtin_class(error).__name__,
+            f"{type(error).__module__}.{type(error).__name__}",
+            message,
+        )
     return golden_store.Recorded({**named_inputs, **results})
 
 
@@ -59,8 +62,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", type=pathlib.Path, default=GOLDENS)
     args = parser.parse_args(argv)
     if jax.__version__ != record_goldens.JAX_VERSION:
-        print(f"error: the goldens need JAX {record_goldens.JAX_VERSION}, this is "
-              f"{jax.__version__}; see scripts/record_goldens.py", file=sys.stderr)
+        print(
+            f"error: the goldens need JAX {record_goldens.JAX_VERSION}, this is "
+            f"{jax.__version__}; see scripts/record_goldens.py",
+            file=sys.stderr,
+        )
         return 1
     recorded = {program.name: record_one(program) for program in golden_generated.PROGRAMS}
     args.output.parent.mkdir(parents=True, exist_ok=True)

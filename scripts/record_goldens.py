@@ -75,18 +75,25 @@ def differences_from_vmap(program, recorded: dict[str, np.ndarray]) -> list[str]
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output", type=pathlib.Path, default=GOLDENS)
-    parser.add_argument("--compare-vmap", action="store_true",
-                        help="print the programs nested jax.vmap computes differently")
+    parser.add_argument(
+        "--compare-vmap",
+        action="store_true",
+        help="print the programs nested jax.vmap computes differently",
+    )
     args = parser.parse_args(argv)
     if jax.__version__ != JAX_VERSION:
-        print(f"error: the goldens need JAX {JAX_VERSION}, this is {jax.__version__}; "
-              f"see this script's docstring", file=sys.stderr)
+        print(
+            f"error: the goldens need JAX {JAX_VERSION}, this is {jax.__version__}; "
+            f"see this script's docstring",
+            file=sys.stderr,
+        )
         return 1
     arrays = record(golden_programs.PROGRAMS)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(args.output, **arrays)
-    print(f"wrote {len(arrays)} arrays of {len(golden_programs.PROGRAMS)} programs "
-          f"to {args.output}")
+    print(
+        f"wrote {len(arrays)} arrays of {len(golden_programs.PROGRAMS)} programs to {args.output}"
+    )
     if args.compare_vmap:
         for program in golden_programs.PROGRAMS:
             for line in differences_from_vmap(program, arrays):

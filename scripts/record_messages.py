@@ -37,8 +37,9 @@ def builtin_class(error: Exception) -> str:
 
 def main() -> int:
     if jax.__version__ != JAX_VERSION:
-        print(f"record_messages.py needs jax {JAX_VERSION}, found {jax.__version__}",
-              file=sys.stderr)
+        print(
+            f"record_messages.py needs jax {JAX_VERSION}, found {jax.__version__}", file=sys.stderr
+        )
         return 1
     recorded = {}
     for name, make_mistake in message_cases.cases(jax.pmap, jax.devices()).items():

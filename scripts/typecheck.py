@@ -32,8 +32,10 @@ def package_dirs() -> dict[str, pathlib.Path]:
     """Package name -> its source folder, as pyproject.toml maps them."""
     with open(ROOT / "pyproject.toml", "rb") as file:
         config = tomllib.load(file)
-    return {package: ROOT / folder
-            for package, folder in config["tool"]["setuptools"]["package-dir"].items()}
+    return {
+        package: ROOT / folder
+        for package, folder in config["tool"]["setuptools"]["package-dir"].items()
+    }
 
 
 def build_tree() -> None:
@@ -49,8 +51,11 @@ def main(argv: list[str]) -> int:
     build_tree()
     checker = shutil.which("basedpyright", path=str(pathlib.Path(sys.executable).parent))
     if checker is None:
-        print("typecheck: basedpyright is not installed next to this Python; "
-              "install the test extras: pip install -e '.[test]'", file=sys.stderr)
+        print(
+            "typecheck: basedpyright is not installed next to this Python; "
+            "install the test extras: pip install -e '.[test]'",
+            file=sys.stderr,
+        )
         return 2
     return subprocess.call([checker, "--pythonpath", sys.executable, *argv], cwd=ROOT)
 

@@ -17,11 +17,14 @@ def read_input(path: str, prog: str) -> str | None:
     except FileNotFoundError:
         print(f"{prog}: error: could not open input file '{path}': no such file", file=sys.stderr)
     except IsADirectoryError:
-        print(f"{prog}: error: could not open input file '{path}': it is a directory",
-              file=sys.stderr)
+        print(
+            f"{prog}: error: could not open input file '{path}': it is a directory", file=sys.stderr
+        )
     except UnicodeDecodeError:
-        print(f"{prog}: error: input file '{path}' is not UTF-8 text; expected a .mlir module",
-              file=sys.stderr)
+        print(
+            f"{prog}: error: input file '{path}' is not UTF-8 text; expected a .mlir module",
+            file=sys.stderr,
+        )
     except OSError as error:
         print(f"{prog}: error: could not read '{path}': {error.strerror}", file=sys.stderr)
     return None

@@ -13,9 +13,7 @@ import re
 
 from pmapc.errors import Diagnostic
 
-_EXPECTED = re.compile(
-    r"expected-(error|warning|note|remark)(?:@([+-]\d+))?\s*\{\{(.*?)\}\}"
-)
+_EXPECTED = re.compile(r"expected-(error|warning|note|remark)(?:@([+-]\d+))?\s*\{\{(.*?)\}\}")
 
 
 @dataclasses.dataclass
@@ -47,16 +45,28 @@ def verify(expected: list[Expectation], diagnostics: list[Diagnostic], filename:
             flattened.extend(diagnostic.notes)
     for diagnostic in flattened:
         line = diagnostic.loc.line if diagnostic.loc else None
-        match = next((e for e in expected if not e.matched and e.severity == diagnostic.severity
-                      and e.line == line and e.text in diagnostic.message), None)
+        match = next(
+            (
+                e
+                for e in expected
+                if not e.matched
+                and e.severity == diagnostic.severity
+                and e.line == line
+                and e.text in diagnostic.message
+            ),
+            None,
+        )
         if match is None:
             where = f"{filename}:{line}" if line else filename
-            problems.append(f"{where}: error: unexpected {diagnostic.severity}: "
-                            f"{diagnostic.message}")
+            problems.append(
+                f"{where}: error: unexpected {diagnostic.severity}: {diagnostic.message}"
+            )
             continue
         match.matched = True
     for expectation in expected:
         if not expectation.matched:
-            problems.append(f"{filename}:{expectation.line}: error: expected "
-                            f"{expectation.severity} \"{expectation.text}\" was not produced")
+            problems.append(
+                f"{filename}:{expectation.line}: error: expected "
+                f'{expectation.severity} "{expectation.text}" was not produced'
+            )
     return problems

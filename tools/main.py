@@ -53,8 +53,11 @@ def entry_point() -> None:
     except Exception as error:  # an internal error: one line, unless asked for more
         if os.environ.get("PMAPC_TRACEBACK"):
             traceback.print_exc()
-        print(f"pmapc: internal error: {type(error).__name__}: {error} (set PMAPC_TRACEBACK=1 "
-              "for details and please report it)", file=sys.stderr)
+        print(
+            f"pmapc: internal error: {type(error).__name__}: {error} (set PMAPC_TRACEBACK=1 "
+            "for details and please report it)",
+            file=sys.stderr,
+        )
         code = 1
     sys.stdout.flush()
     sys.exit(code)

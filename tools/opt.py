@@ -39,23 +39,40 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-o", dest="output", default="-", help="output file ('-': stdout)")
     parser.add_argument("--pass-pipeline", help="e.g. 'builtin.module(verify-axes,flatten-maps)'")
     for name in [*PASSES, *PIPELINES]:
-        helptext = summary(PASSES[name]) if name in PASSES else (
-            f"the pipeline {describe(name)}")
-        parser.add_argument(f"--{name}", dest="pass_flags", action="append_const", const=name,
-                            help=helptext)
-    parser.add_argument("--print-ir-after-all", action="store_true",
-                        help="print the IR after each pass on stderr")
-    parser.add_argument("--split-input-file", action="store_true",
-                        help="split the input at '// -----' lines and process each chunk")
-    parser.add_argument("--verify-diagnostics", action="store_true",
-                        help="check diagnostics against 'expected-error' comments")
-    parser.add_argument("--verify-each", type=_boolean, nargs="?", const=True, default=True,
-                        metavar="true|false",
-                        help="verify after each pass (default true); false: only the result")
-    parser.add_argument("--mlir-print-debuginfo", action="store_true",
-                        help="print locations in the output")
-    parser.add_argument("--mlir-timing", action="store_true",
-                        help="print the wall time of parsing, each pass and printing on stderr")
+        helptext = summary(PASSES[name]) if name in PASSES else (f"the pipeline {describe(name)}")
+        parser.add_argument(
+            f"--{name}", dest="pass_flags", action="append_const", const=name, help=helptext
+        )
+    parser.add_argument(
+        "--print-ir-after-all", action="store_true", help="print the IR after each pass on stderr"
+    )
+    parser.add_argument(
+        "--split-input-file",
+        action="store_true",
+        help="split the input at '// -----' lines and process each chunk",
+    )
+    parser.add_argument(
+        "--verify-diagnostics",
+        action="store_true",
+        help="check diagnostics against 'expected-error' comments",
+    )
+    parser.add_argument(
+        "--verify-each",
+        type=_boolean,
+        nargs="?",
+        const=True,
+        default=True,
+        metavar="true|false",
+        help="verify after each pass (default true); false: only the result",
+    )
+    parser.add_argument(
+        "--mlir-print-debuginfo", action="store_true", help="print locations in the output"
+    )
+    parser.add_argument(
+        "--mlir-timing",
+        action="store_true",
+        help="print the wall time of parsing, each pass and printing on stderr",
+    )
     parser.add_argument("--list-passes", action="store_true", help="list the passes and exit")
     return parser
 
@@ -97,9 +114,14 @@ def timing_report(seconds: dict[str, float]) -> str:
     """mlir-opt's `--mlir-timing` report of wall times by name."""
     total = sum(seconds.values())
     rule = "===" + "-" * 73 + "==="
-    lines = [rule, "... Execution time report ...".center(79).rstrip(), rule,
-             f"  Total Execution Time: {total:.4f} seconds", "",
-             "  ----Wall Time----  ----Name----"]
+    lines = [
+        rule,
+        "... Execution time report ...".center(79).rstrip(),
+        rule,
+        f"  Total Execution Time: {total:.4f} seconds",
+        "",
+        "  ----Wall Time----  ----Name----",
+    ]
     for name, time_s in [*seconds.items(), ("Total", total)]:
         share = 100 * time_s / total if total else 0.0
         lines.append(f"  {time_s:8.4f} ({share:5.1f}%)  {name}")
@@ -184,6 +206,8 @@ def list_passes() -> int:
         print(f"  --{name:<20} {describe(name)}")
     choices = "|".join(TARGETS)
     passes = " or ".join(target.name for target in TARGETS.values())
-    print(f"  {{target={choices}}} (default {DEFAULT_TARGET}): the form the pipeline puts the "
-          f"program in, by {passes}")
+    print(
+        f"  {{target={choices}}} (default {DEFAULT_TARGET}): the form the pipeline puts the "
+        f"program in, by {passes}"
+    )
     return 0

@@ -21,9 +21,11 @@ from pmapc.tools.run_cmd import compile_module
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="pmapc plan",
-                                     description="Print which devices talk in each collective "
-                                                 "of a module, and how many bytes move.")
+    parser = argparse.ArgumentParser(
+        prog="pmapc plan",
+        description="Print which devices talk in each collective "
+        "of a module, and how many bytes move.",
+    )
     parser.add_argument("input", help="a .mlir module (pmapc IR or lowered; '-': stdin)")
     add_picture_options(parser)
     parser.add_argument("-o", dest="output", default="-", help="output file ('-': stdout)")
@@ -31,10 +33,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def add_picture_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--picture", action="store_true",
-                        help="also draw each collective's groups on the mesh grid")
-    parser.add_argument("--svg", metavar="FILE", default=None,
-                        help="write the picture as an SVG file")
+    parser.add_argument(
+        "--picture", action="store_true", help="also draw each collective's groups on the mesh grid"
+    )
+    parser.add_argument(
+        "--svg", metavar="FILE", default=None, help="write the picture as an SVG file"
+    )
 
 
 def main(argv: list[str]) -> int:
@@ -46,8 +50,10 @@ def main(argv: list[str]) -> int:
         result = plan.plan_of(compile_module(text, None, args.input).module)
     except (PmapcError, ValueError) as error:
         return report_error("pmapc plan", error, filename=args.input)
-    write_output(args.output, render(result, args.picture, args.svg,
-                                     color=args.output == "-" and sys.stdout.isatty()))
+    write_output(
+        args.output,
+        render(result, args.picture, args.svg, color=args.output == "-" and sys.stdout.isatty()),
+    )
     return 0
 
 

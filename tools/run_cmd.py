@@ -26,18 +26,30 @@ from pmapc.tools.common import read_input, report_error
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="pmapc run",
-                                     description="Compile a module for its mesh and run it.")
+    parser = argparse.ArgumentParser(
+        prog="pmapc run", description="Compile a module for its mesh and run it."
+    )
     parser.add_argument("input", help="a .mlir module (pmapc IR or lowered)")
-    parser.add_argument("--input", dest="inputs", action="append", default=[], metavar="NPY",
-                        help="a .npy file for the next argument of @main")
+    parser.add_argument(
+        "--input",
+        dest="inputs",
+        action="append",
+        default=[],
+        metavar="NPY",
+        help="a .npy file for the next argument of @main",
+    )
     parser.add_argument("-o", dest="outdir", default=".", help="folder for result<i>.npy")
     parser.add_argument("--backend", default=None, help="cpu, gpu or tpu (default: JAX's)")
-    parser.add_argument("--target", choices=list(TARGETS), default=None,
-                        help="the form to run in: partitions or replicas (default: for pmapc "
-                             f"IR {DEFAULT_TARGET}, for a lowered module the form it declares)")
-    parser.add_argument("--print", dest="print_values", action="store_true",
-                        help="also print the results")
+    parser.add_argument(
+        "--target",
+        choices=list(TARGETS),
+        default=None,
+        help="the form to run in: partitions or replicas (default: for pmapc "
+        f"IR {DEFAULT_TARGET}, for a lowered module the form it declares)",
+    )
+    parser.add_argument(
+        "--print", dest="print_values", action="store_true", help="also print the results"
+    )
     return parser
 
 
@@ -72,8 +84,11 @@ def is_lowered(module) -> bool:
     """Whether the passes already ran: the module has a mesh and no pmapc op."""
     if dialect.read_mesh(module) is None:
         return False
-    return not any(dialect.is_pmapc_op(op) for function in ir.functions(module).values()
-                   for op in ir.walk_custom_calls(function))
+    return not any(
+        dialect.is_pmapc_op(op)
+        for function in ir.functions(module).values()
+        for op in ir.walk_custom_calls(function)
+    )
 
 
 def prepare(compilation, backend: str | None):
@@ -90,16 +105,19 @@ def load_npy(path: str) -> np.ndarray:
     try:
         return np.load(path, allow_pickle=False)
     except (ValueError, OSError, EOFError, zipfile.BadZipFile) as error:
-        raise ValueError(f"input file '{path}' is not a .npy array ({error}); write it with "
-                         "numpy.save") from None
+        raise ValueError(
+            f"input file '{path}' is not a .npy array ({error}); write it with numpy.save"
+        ) from None
 
 
 def check_count(executable, arrays) -> None:
     expected = executable.arguments
     if len(arrays) != len(expected):
         wanted = ", ".join(f"{s.dtype}{list(s.shape)}" for s in expected) or "none"
-        raise ValueError(f"@main takes {len(expected)} argument(s) ({wanted}), but "
-                         f"{len(arrays)} --input file(s) were given")
+        raise ValueError(
+            f"@main takes {len(expected)} argument(s) ({wanted}), but "
+            f"{len(arrays)} --input file(s) were given"
+        )
 
 
 def write_results(results, outdir: str, print_values: bool) -> None:

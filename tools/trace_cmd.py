@@ -31,17 +31,29 @@ _DTYPES = {"bool": "bool", "bf16": "bfloat16"}
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="pmapc trace",
-                                     description="Trace a pmapc.pmap function to pmapc IR.")
+    parser = argparse.ArgumentParser(
+        prog="pmapc trace", description="Trace a pmapc.pmap function to pmapc IR."
+    )
     parser.add_argument("target", help="FILE.py:FUNC, FUNC a function that calls pmapc.pmap")
-    parser.add_argument("--arg", action="append", default=[], metavar="TYPE[SHAPE]",
-                        help="an argument's dtype and shape, e.g. f32[2,4,8]; once per argument")
-    parser.add_argument("--emit", default="pmapc",
-                        help="pmapc (traced IR), spmd (after all passes), plan (the "
-                             "communication plan) or a pass name")
+    parser.add_argument(
+        "--arg",
+        action="append",
+        default=[],
+        metavar="TYPE[SHAPE]",
+        help="an argument's dtype and shape, e.g. f32[2,4,8]; once per argument",
+    )
+    parser.add_argument(
+        "--emit",
+        default="pmapc",
+        help="pmapc (traced IR), spmd (after all passes), plan (the "
+        "communication plan) or a pass name",
+    )
     parser.add_argument("-o", dest="output", default="-", help="output file ('-': stdout)")
-    parser.add_argument("--mlir-print-debuginfo", action="store_true",
-                        help="print locations (the user's file and line)")
+    parser.add_argument(
+        "--mlir-print-debuginfo",
+        action="store_true",
+        help="print locations (the user's file and line)",
+    )
     plan_cmd.add_picture_options(parser)
     return parser
 
@@ -53,8 +65,12 @@ def main(argv: list[str]) -> int:
         arguments = [parse_arg(text) for text in args.arg]
         lowered = traced(function, arguments)
         if args.emit == "plan":
-            text = plan_cmd.render(lowered.plan(), args.picture, args.svg,
-                                   color=args.output == "-" and sys.stdout.isatty())
+            text = plan_cmd.render(
+                lowered.plan(),
+                args.picture,
+                args.svg,
+                color=args.output == "-" and sys.stdout.isatty(),
+            )
         else:
             text = emit(lowered, args.emit, args.mlir_print_debuginfo)
     except (PmapcError, ValueError) as error:
@@ -76,8 +92,7 @@ def traced(function, arguments):
     except Exception as error:  # the user's code failed while being traced
         message = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
         where = innermost_user_line(error.__traceback__)
-        raise UserCodeError(message, SourceLoc(where[0], where[1], 0) if where else None
-                            ) from None
+        raise UserCodeError(message, SourceLoc(where[0], where[1], 0) if where else None) from None
 
 
 def emit(lowered, stage: str, debug_info: bool) -> str:
@@ -112,8 +127,10 @@ def load_function(target: str):
     if function is None:
         raise ValueError(f"'{path}' defines no '{name}'")
     if not callable(function):
-        raise ValueError(f"'{name}' in '{path}' is a {type(function).__name__}, not a "
-                         "function; name a function that calls pmapc.pmap")
+        raise ValueError(
+            f"'{name}' in '{path}' is a {type(function).__name__}, not a "
+            "function; name a function that calls pmapc.pmap"
+        )
     return function
 
 

@@ -36,8 +36,10 @@ def find_tool(name):
         return beside_python
     on_path = shutil.which(name)
     if on_path is None:
-        lit_config.fatal(f"cannot find '{name}' next to {sys.executable} or on PATH; "
-                         "install the package with its test extras (pip install -e '.[test]')")
+        lit_config.fatal(
+            f"cannot find '{name}' next to {sys.executable} or on PATH; "
+            "install the package with its test extras (pip install -e '.[test]')"
+        )
     return on_path
 
 

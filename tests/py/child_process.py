@@ -64,8 +64,7 @@ class ChildProcess:
     def start(self) -> None:
         context = multiprocessing.get_context("spawn")
         self.connection, child_end = context.Pipe()
-        self.process = context.Process(target=serve, args=(child_end, self.fault_log),
-                                       daemon=True)
+        self.process = context.Process(target=serve, args=(child_end, self.fault_log), daemon=True)
         self.process.start()
         child_end.close()  # so that the child's death reads as EOF here
 

@@ -42,20 +42,19 @@ from pmapc.compiler.runtime import Executable, pick_devices  # noqa: E402
 from pmapc.passes import DEFAULT_TARGET, TARGETS  # noqa: E402
 
 
-def compile_text(text: str, pipeline: str | None = None,
-                 target: str = DEFAULT_TARGET) -> Executable:
+def compile_text(
+    text: str, pipeline: str | None = None, target: str = DEFAULT_TARGET
+) -> Executable:
     """Parse pmapc IR, run `pipeline` over it (default: the whole pipeline for `target`)
     and compile it for the first mesh-size devices."""
     module = ir.parse_module(text, ir.make_context())
-    run_passes(module, default_pipeline(target) if pipeline is None
-               else parse_pipeline(pipeline))
+    run_passes(module, default_pipeline(target) if pipeline is None else parse_pipeline(pipeline))
     mesh = dialect.read_mesh(module)
     assert mesh is not None, "the pipeline did not record a mesh; does it run flatten-maps?"
     return Executable(module, pick_devices(mesh, None, None))
 
 
-def run_text(text: str, *arguments: np.ndarray, target: str = DEFAULT_TARGET
-             ) -> list[np.ndarray]:
+def run_text(text: str, *arguments: np.ndarray, target: str = DEFAULT_TARGET) -> list[np.ndarray]:
     """Compile and run pmapc IR on global numpy arrays; the global results as numpy arrays.
 
     `np.asarray` waits for each result: XLA's in-process CPU collectives can

@@ -104,28 +104,35 @@ def ordered_tuples(axes: Sequence[str]) -> list[tuple[str, ...]]:
     return [t for r in range(1, len(axes) + 1) for t in itertools.permutations(axes, r)]
 
 
-def program_name(family: str, op_kind: str, mesh: str, axes, variant: str, dtype: str,
-                 mode: str = "value") -> str:
+def program_name(
+    family: str, op_kind: str, mesh: str, axes, variant: str, dtype: str, mode: str = "value"
+) -> str:
     axes_part = f"axes={','.join(axes)}" if axes else ""
-    return join_label(family, op_kind, mesh, axes_part, variant, dtype,
-                  "" if mode == "value" else mode)
+    return join_label(
+        family, op_kind, mesh, axes_part, variant, dtype, "" if mode == "value" else mode
+    )
 
 
 # ----------------------------------------------------------------------------
 # Program builders
 
 
-def innermost(family: str, mesh_name: str, axes, op: Op, dtype: str = "f32",
-              mode: str = "value") -> Program:
+def innermost(
+    family: str, mesh_name: str, axes, op: Op, dtype: str = "f32", mode: str = "value"
+) -> Program:
     """`op` in the innermost body of the mesh's nest; in grad mode it is applied to x*x."""
     mesh = MESHES[mesh_name]
 
     def body(x):
         return op.apply(x if mode == "value" else x * x)
 
-    return Program(program_name(family, op.kind, mesh_name, axes, op.variant, dtype, mode),
-                   lambda pmap: nest(pmap, body, mesh), drawn(dtype, sizes(mesh) + op.block),
-                   mode, jax_gradient_wrong=op.jax_gradient_wrong and mode == "grad")
+    return Program(
+        program_name(family, op.kind, mesh_name, axes, op.variant, dtype, mode),
+        lambda pmap: nest(pmap, body, mesh),
+        drawn(dtype, sizes(mesh) + op.block),
+        mode,
+        jax_gradient_wrong=op.jax_gradient_wrong and mode == "grad",
+    )
 
 
 def in_outer_body(mesh_name: str, level: int, axes, op: Op, mode: str = "value") -> Program:
@@ -145,9 +152,13 @@ def in_outer_body(mesh_name: str, level: int, axes, op: Op, mode: str = "value")
         return nest(pmap, body, outer)
 
     where = f"{mesh_name}/body={','.join(names(outer))}"
-    return Program(program_name("outer", op.kind, where, axes, op.variant, "f32", mode),
-                   build, drawn("f32", (*sizes(mesh), rows)), mode,
-                   jax_gradient_wrong=op.jax_gradient_wrong and mode == "grad")
+    return Program(
+        program_name("outer", op.kind, where, axes, op.variant, "f32", mode),
+        build,
+        drawn("f32", (*sizes(mesh), rows)),
+        mode,
+        jax_gradient_wrong=op.jax_gradient_wrong and mode == "grad",
+    )
 
 
 # ----------------------------------------------------------------------------
@@ -155,19 +166,27 @@ def in_outer_body(mesh_name: str, level: int, axes, op: Op, mode: str = "value")
 
 
 def inner_family() -> list[Program]:
-    programs = [innermost("inner", mesh_name, axes, op)
-                for mesh_name, mesh in MESHES.items()
-                for axes in ordered_tuples(names(mesh))
-                for op in every_op(axes, group_size(mesh, axes))]
+    programs = [
+        innermost("inner", mesh_name, axes, op)
+        for mesh_name, mesh in MESHES.items()
+        for axes in ordered_tuples(names(mesh))
+        for op in every_op(axes, group_size(mesh, axes))
+    ]
     for mesh_name, axes in GRAD_AXES:
         n = group_size(MESHES[mesh_name], axes)
-        programs += [innermost("inner", mesh_name, axes, op, mode="grad")
-                     for op in differentiable_ops(axes, n)]
+        programs += [
+            innermost("inner", mesh_name, axes, op, mode="grad")
+            for op in differentiable_ops(axes, n)
+        ]
     return programs
 
 
-GRAD_AXES = (("8", ("i",)), ("2x4", ("model", "data")), ("4x2", ("data",)),
-             ("2x2x2", ("b", "c", "a")))
+GRAD_AXES = (
+    ("8", ("i",)),
+    ("2x4", ("model", "data")),
+    ("4x2", ("data",)),
+    ("2x2x2", ("b", "c", "a")),
+)
 
 
 def outer_family() -> list[Program]:
@@ -176,13 +195,21 @@ def outer_family() -> list[Program]:
         for level in range(1, len(mesh)):
             for axes in ordered_tuples(names(mesh[:level])):
                 n = group_size(mesh, axes)
-                programs += [in_outer_body(mesh_name, level, axes, op)
-                             for op in [*core_ops(axes, n), axis_index(axes)]]
+                programs += [
+                    in_outer_body(mesh_name, level, axes, op)
+                    for op in [*core_ops(axes, n), axis_index(axes)]
+                ]
     for mesh_name, level, axes in (("2x4", 1, ("data",)), ("2x2x2", 2, ("b", "a"))):
         n = group_size(MESHES[mesh_name], axes)
-        programs += [in_outer_body(mesh_name, level, axes, op, mode="grad")
-                     for op in (reduction("psum", axes), all_gather(axes, 0, False),
-                                psum_scatter(axes, n, 1, True), ppermute(axes, n, "shift"))]
+        programs += [
+            in_outer_body(mesh_name, level, axes, op, mode="grad")
+            for op in (
+                reduction("psum", axes),
+                all_gather(axes, 0, False),
+                psum_scatter(axes, n, 1, True),
+                ppermute(axes, n, "shift"),
+            )
+        ]
     return programs
 
 
@@ -192,16 +219,21 @@ def inout_variants(depth: int) -> list[tuple[str, list, list | None, list]]:
     mode through an inner `in_axes` other than 0, whose transpose has such out_axes)."""
     same = [0] * depth
     if depth == 1:
-        return [("in_axes=0,None", same, [None], same), ("in_axes=1", [1], None, same),
-                ("out_axes=1", same, None, [1])]
+        return [
+            ("in_axes=0,None", same, [None], same),
+            ("in_axes=1", [1], None, same),
+            ("out_axes=1", same, None, [1]),
+        ]
     rest = [0] * (depth - 1)
-    return [("in_axes=0,None/every-level", same, [None] * depth, same),
-            ("in_axes=1/outermost", [1, *rest], None, same),
-            ("out_axes=1/outermost", same, None, [1, *rest]),
-            ("in_axes=0,None/outermost", same, [None, *rest], same),
-            ("in_axes=0,None/innermost", same, [*rest, None], same),
-            ("in_axes=1/every-level", [1] * depth, None, same),
-            ("in_axes=1/innermost", [*rest, 1], None, same)]
+    return [
+        ("in_axes=0,None/every-level", same, [None] * depth, same),
+        ("in_axes=1/outermost", [1, *rest], None, same),
+        ("out_axes=1/outermost", same, None, [1, *rest]),
+        ("in_axes=0,None/outermost", same, [None, *rest], same),
+        ("in_axes=0,None/innermost", same, [*rest, None], same),
+        ("in_axes=1/every-level", [1] * depth, None, same),
+        ("in_axes=1/innermost", [*rest, 1], None, same),
+    ]
 
 
 def mapped_shape(mesh: Mesh, in_axes: Sequence[int | None], block) -> tuple[int, ...]:
@@ -219,8 +251,7 @@ def inout_body(mesh: Mesh) -> Callable:
 
     def body(x, *w):
         product, total = (x * w[0], x + w[0]) if w else (x, x)
-        return (lax.psum(product, every),
-                lax.all_gather(total, innermost_axis, axis=1, tiled=True))
+        return (lax.psum(product, every), lax.all_gather(total, innermost_axis, axis=1, tiled=True))
 
     return body
 
@@ -238,8 +269,12 @@ def inout_program(mesh_name: str, variant, mode: str = "value") -> Program:
         return fun
 
     shapes = [mapped_shape(mesh, axes, BLOCK) for axes in arguments]
-    return Program(program_name("inout", "psum+all_gather", mesh_name, (), label, "f32", mode),
-                   build, drawn("f32", *shapes), mode)
+    return Program(
+        program_name("inout", "psum+all_gather", mesh_name, (), label, "f32", mode),
+        build,
+        drawn("f32", *shapes),
+        mode,
+    )
 
 
 def replicated_output(mesh_name: str) -> Program:
@@ -248,14 +283,19 @@ def replicated_output(mesh_name: str) -> Program:
     outer_axis, inner = mesh[0][0], mesh[1:]
 
     def build(pmap):
-        inner_map = (nest(pmap, lambda t: lax.psum(t, axis_arg(names(inner))), inner)
-                     if inner else (lambda t: t))
-        return pmap(lambda x: lax.psum(inner_map(x) * 2, outer_axis), outer_axis,
-                    out_axes=None)
+        inner_map = (
+            nest(pmap, lambda t: lax.psum(t, axis_arg(names(inner))), inner)
+            if inner
+            else (lambda t: t)
+        )
+        return pmap(lambda x: lax.psum(inner_map(x) * 2, outer_axis), outer_axis, out_axes=None)
 
     label = "out_axes=None/outermost" if inner else "out_axes=None"
-    return Program(program_name("inout", "psum", mesh_name, (), label, "f32"), build,
-                   drawn("f32", sizes(mesh) + BLOCK))
+    return Program(
+        program_name("inout", "psum", mesh_name, (), label, "f32"),
+        build,
+        drawn("f32", sizes(mesh) + BLOCK),
+    )
 
 
 def inout_family() -> list[Program]:
@@ -264,8 +304,10 @@ def inout_family() -> list[Program]:
         programs += [inout_program(mesh_name, v) for v in inout_variants(len(mesh))]
         programs.append(replicated_output(mesh_name))
     for mesh_name in ("2x4", "2x2x2"):
-        programs += [inout_program(mesh_name, v, mode="grad")
-                     for v in inout_variants(len(MESHES[mesh_name]))[:3]]
+        programs += [
+            inout_program(mesh_name, v, mode="grad")
+            for v in inout_variants(len(MESHES[mesh_name]))[:3]
+        ]
     return programs
 
 
@@ -273,22 +315,32 @@ DTYPE_AXES = (("2x4", ("model", "data")), ("2x2x2", ("c", "a")))
 
 
 def dtype_family() -> list[Program]:
-    programs = [innermost("dtype", mesh_name, axes, op, dtype)
-                for dtype in ("bf16", "i32", "bool")
-                for mesh_name, axes in DTYPE_AXES
-                for op in core_ops(axes, group_size(MESHES[mesh_name], axes))]
+    programs = [
+        innermost("dtype", mesh_name, axes, op, dtype)
+        for dtype in ("bf16", "i32", "bool")
+        for mesh_name, axes in DTYPE_AXES
+        for op in core_ops(axes, group_size(MESHES[mesh_name], axes))
+    ]
     axes = ("model", "data")
-    programs += [innermost("dtype", "2x4", axes, op, "bf16", mode="grad")
-                 for op in (reduction("psum", axes), all_gather(axes, 1, True),
-                            psum_scatter(axes, 8, 0, False), ppermute(axes, 8, "shift"))]
+    programs += [
+        innermost("dtype", "2x4", axes, op, "bf16", mode="grad")
+        for op in (
+            reduction("psum", axes),
+            all_gather(axes, 1, True),
+            psum_scatter(axes, 8, 0, False),
+            ppermute(axes, 8, "shift"),
+        )
+    ]
     return programs
 
 
 def weak_family() -> list[Program]:
-    return [innermost("weak", mesh_name, axes, op, dtype)
-            for mesh_name, axes in (("2x4", ("model", "data")), ("2x2x2", ("a", "c")))
-            for dtype in DTYPES
-            for op in weak_ops(axes)]
+    return [
+        innermost("weak", mesh_name, axes, op, dtype)
+        for mesh_name, axes in (("2x4", ("model", "data")), ("2x2x2", ("a", "c")))
+        for dtype in DTYPES
+        for op in weak_ops(axes)
+    ]
 
 
 GROUPS = (  # (mesh, axes, groups): indices along the axes in the order written
@@ -305,8 +357,10 @@ GROUPS = (  # (mesh, axes, groups): indices along the axes in the order written
     ("2x2x2", ("c", "a", "b"), ((0, 1, 2, 3), (4, 5, 6, 7))),
     ("2x2x2", ("a", "b", "c"), ((0, 2, 4, 6), (1, 3, 5, 7))),
 )
-UNEVEN_GROUPS = (("2x4", ("model",), ((0, 1, 2), (3,))),
-                 ("2x4", ("model", "data"), ((0, 1, 2, 3, 4, 5), (6, 7))))
+UNEVEN_GROUPS = (
+    ("2x4", ("model",), ((0, 1, 2), (3,))),
+    ("2x4", ("model", "data"), ((0, 1, 2, 3, 4, 5), (6, 7))),
+)
 BAD_GROUPS = (  # JAX refuses these: not a partition of the indices. JAX 0.4.30 fails
     # inside XLA (a RuntimeError) on a partition of only some of the indices of a tuple
     ("2x4", ("model",), ((0, 1),)),
@@ -317,20 +371,25 @@ BAD_GROUPS = (  # JAX refuses these: not a partition of the indices. JAX 0.4.30 
 
 
 def groups_family() -> list[Program]:
-    programs = [innermost("groups", mesh_name, axes, op)
-                for mesh_name, axes, groups in GROUPS
-                for op in grouped_ops(axes, groups)]
+    programs = [
+        innermost("groups", mesh_name, axes, op)
+        for mesh_name, axes, groups in GROUPS
+        for op in grouped_ops(axes, groups)
+    ]
     for mesh_name, axes, groups in UNEVEN_GROUPS:  # all-reduces take them, the rest refuse
         ops = grouped_ops(axes, groups)
-        programs += [innermost("groups", mesh_name, axes, op) for op in ops
-                     if op.kind != "pmean"]  # JAX divides by the first group's size
+        programs += [
+            innermost("groups", mesh_name, axes, op) for op in ops if op.kind != "pmean"
+        ]  # JAX divides by the first group's size
     for mesh_name, axes, groups in BAD_GROUPS:
         ops = grouped_ops(axes, groups)
         programs += [innermost("groups", mesh_name, axes, op) for op in ops[::3]]
     for mesh_name, axes, groups in (GROUPS[3], GROUPS[6]):
         ops = grouped_ops(axes, groups)
-        programs += [innermost("groups", mesh_name, axes, op, mode="grad")
-                     for op in (ops[0], ops[1], ops[5], ops[6], ops[9])]
+        programs += [
+            innermost("groups", mesh_name, axes, op, mode="grad")
+            for op in (ops[0], ops[1], ops[5], ops[6], ops[9])
+        ]
     return programs
 
 
@@ -347,6 +406,7 @@ D = ("data",)
 
 def _recipes() -> dict[str, Callable]:
     """Innermost bodies of a sibling, given its own axes `own` (size n) and the block t."""
+
     def shifted(axes, n):
         return lambda t: lax.ppermute(t, axes, shift_perm(n))
 
@@ -360,23 +420,29 @@ def _recipes() -> dict[str, Callable]:
         "pmin_own": lambda own, n: lambda t: lax.pmin(t, axis_arg(own)),
         "all_gather_own": lambda own, n: lambda t: lax.all_gather(t, axis_arg(own)),
         "all_gather_own_data": lambda own, n: lambda t: lax.all_gather(t, own + D),
-        "all_gather_data_own_tiled": lambda own, n: lambda t: lax.all_gather(
-            t, D + own, tiled=True),
+        "all_gather_data_own_tiled": lambda own, n: (
+            lambda t: lax.all_gather(t, D + own, tiled=True)
+        ),
         "axis_index_own": lambda own, n: lambda t: t + 100 * lax.axis_index(axis_arg(own)),
         "axis_index_data_own": lambda own, n: lambda t: t + 100 * lax.axis_index(D + own),
         "axis_index_own_data": lambda own, n: lambda t: t + 100 * lax.axis_index(own + D),
         "ppermute_own_shift": lambda own, n: shifted(axis_arg(own), n),
         "ppermute_data_own_shift": lambda own, n: shifted(D + own, 2 * n),
-        "psum_scatter_own_data_tiled": lambda own, n: lambda t: lax.psum_scatter(
-            t, own + D, tiled=True),
-        "all_to_all_data_own_tiled": lambda own, n: lambda t: lax.all_to_all(
-            t, D + own, 0, 0, tiled=True),
+        "psum_scatter_own_data_tiled": lambda own, n: (
+            lambda t: lax.psum_scatter(t, own + D, tiled=True)
+        ),
+        "all_to_all_data_own_tiled": lambda own, n: (
+            lambda t: lax.all_to_all(t, D + own, 0, 0, tiled=True)
+        ),
     }
 
 
 RECIPES = _recipes()
-THEN = {"": None, "then_psum_data": lambda y: lax.psum(y, "data"),
-        "then_all_gather_data": lambda y: lax.all_gather(y, "data", axis=1)}
+THEN = {
+    "": None,
+    "then_psum_data": lambda y: lax.psum(y, "data"),
+    "then_all_gather_data": lambda y: lax.all_gather(y, "data", axis=1),
+}
 
 
 def siblings_program(config: str, recipe: str, then: str = "", mode: str = "value") -> Program:
@@ -396,39 +462,57 @@ def siblings_program(config: str, recipe: str, then: str = "", mode: str = "valu
         return pmap(outer, "data")
 
     shapes = [(2, *sizes(branch), *SIBLING_BLOCK) for branch in branches]
-    name = program_name("siblings", join_label(recipe, then), f"data2/{config}", (), "", "f32",
-                        mode)
+    name = program_name(
+        "siblings", join_label(recipe, then), f"data2/{config}", (), "", "f32", mode
+    )
     return Program(name, build, drawn("f32", *shapes), mode)
 
 
 def siblings_family() -> list[Program]:
     programs = [siblings_program(config, recipe) for config in SIBLINGS for recipe in RECIPES]
-    programs += [siblings_program(config, "psum_own", then)
-                 for config in SIBLINGS for then in THEN if then]
-    programs += [siblings_program(config, recipe, mode="grad") for config, recipe in (
-        ("a4+b2", "psum_own_data"), ("a4+b2c2", "all_gather_data_own_tiled"),
-        ("a4+b2c2", "ppermute_data_own_shift"))]
+    programs += [
+        siblings_program(config, "psum_own", then) for config in SIBLINGS for then in THEN if then
+    ]
+    programs += [
+        siblings_program(config, recipe, mode="grad")
+        for config, recipe in (
+            ("a4+b2", "psum_own_data"),
+            ("a4+b2c2", "all_gather_data_own_tiled"),
+            ("a4+b2c2", "ppermute_data_own_shift"),
+        )
+    ]
     return programs
 
 
 def inner_axis_in_outer_body() -> Program:
     """A psum over the inner axis in the outer body, where only 'data' is bound."""
+
     def build(pmap):
         inner = pmap(lambda t: t * 2, "model")
         return pmap(lambda x: lax.psum(inner(x), "model"), "data")
 
-    return Program(program_name("errors", "psum", "2x4", ("model",), "unbound_in_outer_body",
-                                "f32"), build, drawn("f32", (2, 4, *BLOCK)))
+    return Program(
+        program_name("errors", "psum", "2x4", ("model",), "unbound_in_outer_body", "f32"),
+        build,
+        drawn("f32", (2, 4, *BLOCK)),
+    )
 
 
 def errors_family() -> list[Program]:
-    return [*(innermost("errors", "2x4", (), op) for op in error_ops()),
-            inner_axis_in_outer_body()]
+    return [*(innermost("errors", "2x4", (), op) for op in error_ops()), inner_axis_in_outer_body()]
 
 
 def _programs() -> list[Program]:
-    programs = [*inner_family(), *outer_family(), *inout_family(), *dtype_family(),
-                *weak_family(), *groups_family(), *siblings_family(), *errors_family()]
+    programs = [
+        *inner_family(),
+        *outer_family(),
+        *inout_family(),
+        *dtype_family(),
+        *weak_family(),
+        *groups_family(),
+        *siblings_family(),
+        *errors_family(),
+    ]
     repeated = {p.name for p in programs if [q.name for q in programs].count(p.name) > 1}
     assert not repeated, f"program names must be unique: {sorted(repeated)}"
     return programs

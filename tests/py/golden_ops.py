@@ -56,6 +56,7 @@ def reduction(kind: str, axes, groups=None) -> Op:
 
 def axis_index(axes) -> Op:
     """The index, and the block scaled by it (so it also meets the data)."""
+
     def apply(x):
         index = lax.axis_index(axis_arg(axes))
         return index, x * (index + 1)
@@ -65,8 +66,12 @@ def axis_index(axes) -> Op:
 
 def all_gather(axes, dim: int, tiled: bool, groups=None) -> Op:
     kwargs, label = _with_groups(groups)
-    return Op("all_gather", join_label(f"dim{dim}", "tiled" if tiled else "untiled", label), BLOCK,
-              lambda x: lax.all_gather(x, axis_arg(axes), axis=dim, tiled=tiled, **kwargs))
+    return Op(
+        "all_gather",
+        join_label(f"dim{dim}", "tiled" if tiled else "untiled", label),
+        BLOCK,
+        lambda x: lax.all_gather(x, axis_arg(axes), axis=dim, tiled=tiled, **kwargs),
+    )
 
 
 def psum_scatter(axes, n: int, dim: int, tiled: bool, groups=None) -> Op:
@@ -75,9 +80,12 @@ def psum_scatter(axes, n: int, dim: int, tiled: bool, groups=None) -> Op:
     block = (size, 4) if dim == 0 else (2, size)
     kwargs, label = _with_groups(groups)
     variant = join_label(f"dim{dim}", "tiled" if tiled else "untiled", label)
-    return Op("psum_scatter", variant, block,
-              lambda x: lax.psum_scatter(x, axis_arg(axes), scatter_dimension=dim,
-                                         tiled=tiled, **kwargs))
+    return Op(
+        "psum_scatter",
+        variant,
+        block,
+        lambda x: lax.psum_scatter(x, axis_arg(axes), scatter_dimension=dim, tiled=tiled, **kwargs),
+    )
 
 
 def all_to_all(axes, n: int, split: int, concat: int, tiled: bool, groups=None) -> Op:
@@ -90,9 +98,13 @@ def all_to_all(axes, n: int, split: int, concat: int, tiled: bool, groups=None) 
     # the user-level all_to_all on the cotangent, which adds its unit dimension again:
     # JAX 0.10 fails its type check, JAX 0.4.30 (unchecked) reshapes a wrongly laid out
     # cotangent and returns a wrong gradient (checked against numpy by hand).
-    return Op("all_to_all", variant, block,
-              lambda x: lax.all_to_all(x, axis_arg(axes), split, concat, tiled=tiled, **kwargs),
-              jax_gradient_wrong=not tiled and split != concat)
+    return Op(
+        "all_to_all",
+        variant,
+        block,
+        lambda x: lax.all_to_all(x, axis_arg(axes), split, concat, tiled=tiled, **kwargs),
+        jax_gradient_wrong=not tiled and split != concat,
+    )
 
 
 def shift_perm(n: int) -> list[tuple[int, int]]:
@@ -115,14 +127,20 @@ def every_op(axes, n: int) -> list[Op]:
     return [
         *(reduction(kind, axes) for kind in ("psum", "pmean", "pmax", "pmin")),
         axis_index(axes),
-        all_gather(axes, 0, False), all_gather(axes, 2, False),
-        all_gather(axes, 0, True), all_gather(axes, 1, True),
-        psum_scatter(axes, n, 0, False), psum_scatter(axes, n, 0, True),
+        all_gather(axes, 0, False),
+        all_gather(axes, 2, False),
+        all_gather(axes, 0, True),
+        all_gather(axes, 1, True),
+        psum_scatter(axes, n, 0, False),
+        psum_scatter(axes, n, 0, True),
         psum_scatter(axes, n, 1, True),
-        all_to_all(axes, n, 0, 0, False), all_to_all(axes, n, 0, 1, False),
-        all_to_all(axes, n, 1, 0, False), all_to_all(axes, n, 0, 0, True),
+        all_to_all(axes, n, 0, 0, False),
+        all_to_all(axes, n, 0, 1, False),
+        all_to_all(axes, n, 1, 0, False),
+        all_to_all(axes, n, 0, 0, True),
         all_to_all(axes, n, 1, 0, True),
-        ppermute(axes, n, "shift"), ppermute(axes, n, "partial"),
+        ppermute(axes, n, "shift"),
+        ppermute(axes, n, "partial"),
     ]
 
 
@@ -130,10 +148,14 @@ def core_ops(axes, n: int) -> list[Op]:
     """One or two variants of every kind except axis_index: the other families' set."""
     return [
         *(reduction(kind, axes) for kind in ("psum", "pmean", "pmax", "pmin")),
-        all_gather(axes, 0, False), all_gather(axes, 1, True),
-        psum_scatter(axes, n, 0, False), psum_scatter(axes, n, 1, True),
-        all_to_all(axes, n, 0, 1, False), all_to_all(axes, n, 1, 0, True),
-        ppermute(axes, n, "shift"), ppermute(axes, n, "partial"),
+        all_gather(axes, 0, False),
+        all_gather(axes, 1, True),
+        psum_scatter(axes, n, 0, False),
+        psum_scatter(axes, n, 1, True),
+        all_to_all(axes, n, 0, 1, False),
+        all_to_all(axes, n, 1, 0, True),
+        ppermute(axes, n, "shift"),
+        ppermute(axes, n, "partial"),
     ]
 
 
@@ -142,20 +164,30 @@ def grouped_ops(axes, groups) -> list[Op]:
     m = len(groups[0])
     return [
         *(reduction(kind, axes, groups) for kind in ("psum", "pmean", "pmax", "pmin")),
-        all_gather(axes, 0, False, groups), all_gather(axes, 1, True, groups),
-        psum_scatter(axes, m, 0, False, groups), psum_scatter(axes, m, 0, True, groups),
-        all_to_all(axes, m, 0, 0, False, groups), all_to_all(axes, m, 1, 0, True, groups),
+        all_gather(axes, 0, False, groups),
+        all_gather(axes, 1, True, groups),
+        psum_scatter(axes, m, 0, False, groups),
+        psum_scatter(axes, m, 0, True, groups),
+        all_to_all(axes, m, 0, 0, False, groups),
+        all_to_all(axes, m, 1, 0, True, groups),
     ]
 
 
 def differentiable_ops(axes, n: int) -> list[Op]:
     """One or two variants of the kinds with a gradient (JAX 0.4.30 has no rule for pmax
     and pmin; axis_index has no tangent)."""
-    return [reduction("psum", axes), reduction("pmean", axes),
-            all_gather(axes, 0, False), all_gather(axes, 1, True),
-            psum_scatter(axes, n, 0, False), psum_scatter(axes, n, 1, True),
-            all_to_all(axes, n, 0, 1, False), all_to_all(axes, n, 1, 0, True),
-            ppermute(axes, n, "shift"), ppermute(axes, n, "partial")]
+    return [
+        reduction("psum", axes),
+        reduction("pmean", axes),
+        all_gather(axes, 0, False),
+        all_gather(axes, 1, True),
+        psum_scatter(axes, n, 0, False),
+        psum_scatter(axes, n, 1, True),
+        all_to_all(axes, n, 0, 1, False),
+        all_to_all(axes, n, 1, 0, True),
+        ppermute(axes, n, "shift"),
+        ppermute(axes, n, "partial"),
+    ]
 
 
 def weak_ops(axes) -> list[Op]:
@@ -175,17 +207,33 @@ def weak_ops(axes) -> list[Op]:
 def error_ops() -> list[Op]:
     """Collectives JAX 0.4.30 refuses on a 2x4 mesh, each for one reason."""
     return [
-        Op("ppermute", "repeated_target", BLOCK,
-           lambda x: lax.ppermute(x, "model", [(0, 1), (1, 1)])),
-        Op("psum_scatter", "tiled/dim0=3", (3, 4),
-           lambda x: lax.psum_scatter(x, "model", tiled=True)),
+        Op(
+            "ppermute",
+            "repeated_target",
+            BLOCK,
+            lambda x: lax.ppermute(x, "model", [(0, 1), (1, 1)]),
+        ),
+        Op(
+            "psum_scatter",
+            "tiled/dim0=3",
+            (3, 4),
+            lambda x: lax.psum_scatter(x, "model", tiled=True),
+        ),
         Op("psum_scatter", "untiled/dim0=2", BLOCK, lambda x: lax.psum_scatter(x, "model")),
         Op("all_to_all", "untiled/split0=2", BLOCK, lambda x: lax.all_to_all(x, "model", 0, 0)),
-        Op("all_to_all", "tiled/split0=6", (6, 4),
-           lambda x: lax.all_to_all(x, "model", 0, 0, tiled=True)),
+        Op(
+            "all_to_all",
+            "tiled/split0=6",
+            (6, 4),
+            lambda x: lax.all_to_all(x, "model", 0, 0, tiled=True),
+        ),
         Op("all_gather", "dim3", BLOCK, lambda x: lax.all_gather(x, "model", axis=3)),
         Op("psum", "unbound_axis", BLOCK, lambda x: lax.psum(x, "batch")),
         Op("psum", "repeated_axis", BLOCK, lambda x: lax.psum(x, ("model", "model"))),
-        Op("all_gather", "repeated_axis", BLOCK,
-           lambda x: lax.all_gather(x, ("model", "data", "model"))),
+        Op(
+            "all_gather",
+            "repeated_axis",
+            BLOCK,
+            lambda x: lax.all_gather(x, ("model", "data", "model")),
+        ),
     ]

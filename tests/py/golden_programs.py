@@ -75,8 +75,9 @@ def _weighted_sum(outputs, weights):
     return sum((out * weight).sum() for out, weight in pairs)
 
 
-def evaluate(program: Program, pmap: Callable, inputs: Sequence[np.ndarray]
-             ) -> dict[str, np.ndarray]:
+def evaluate(
+    program: Program, pmap: Callable, inputs: Sequence[np.ndarray]
+) -> dict[str, np.ndarray]:
     """Run `program` built with `pmap` on `inputs` in its mode; named numpy arrays."""
     fun = program.build(pmap)
     args = tuple(jnp.asarray(x) for x in inputs)
@@ -94,13 +95,19 @@ def evaluate(program: Program, pmap: Callable, inputs: Sequence[np.ndarray]
     if program.mode == "jvp":
         tangents = _draw_like(args, f"{name}/tangent")
         outputs, tangent_outputs = jax.jvp(fun, args, tangents)
-        return {**_named("tangent", tangents), **_named("out", outputs),
-                **_named("tangent_out", tangent_outputs)}
+        return {
+            **_named("tangent", tangents),
+            **_named("out", outputs),
+            **_named("tangent_out", tangent_outputs),
+        }
     if program.mode == "vjp":
         outputs, pullback = jax.vjp(fun, *args)
         weights = _draw_like(outputs, f"{name}/weight")
-        return {**_named("out", outputs), **_named("weight", weights),
-                **_named("vjp", pullback(weights))}
+        return {
+            **_named("out", outputs),
+            **_named("weight", weights),
+            **_named("vjp", pullback(weights)),
+        }
     raise ValueError(f"unknown mode {program.mode!r}; modes are {MODES}")
 
 
@@ -131,24 +138,34 @@ def mesh_shape(mesh: Mesh) -> tuple[int, ...]:
     return tuple(size for _, size in mesh)
 
 
-def collective_program(name: str, mesh: Mesh, collective: Callable, *block: int,
-                       mode: str = "grad", inputs: Callable = small_ints) -> Program:
+def collective_program(
+    name: str,
+    mesh: Mesh,
+    collective: Callable,
+    *block: int,
+    mode: str = "grad",
+    inputs: Callable = small_ints,
+) -> Program:
     """`x * collective(x)` on every device: the gradient has a direct and a collective term."""
+
     def build(pmap):
         return nest(pmap, lambda x: x * collective(x), mesh)
 
     return Program(name, build, inputs(*mesh_shape(mesh), *block), mode)
 
 
-def gather_program(name: str, mesh: Mesh, axes, *block: int, tiled: bool = False,
-                   mode: str = "grad") -> Program:
+def gather_program(
+    name: str, mesh: Mesh, axes, *block: int, tiled: bool = False, mode: str = "grad"
+) -> Program:
     """`all_gather(x * x) * x`: the gathered copy times this device's block."""
+
     def body(x):
         gathered = lax.all_gather(x * x, axes, tiled=tiled)
         return (gathered.reshape(-1, *x.shape) * x).reshape(gathered.shape)
 
-    return Program(name, lambda pmap: nest(pmap, body, mesh),
-                   small_ints(*mesh_shape(mesh), *block), mode)
+    return Program(
+        name, lambda pmap: nest(pmap, body, mesh), small_ints(*mesh_shape(mesh), *block), mode
+    )
 
 
 def ring(size: int) -> list[tuple[int, int]]:
@@ -165,6 +182,7 @@ def replicated_output(pmap: Callable) -> Callable:
     JAX 0.4.30 cannot lower `out_axes=None` on an inner map (`_hlo_unshard` fails), nor
     differentiate in reverse mode through a map with `out_axes=None`.
     """
+
     def outer(x):
         rows = pmap(lambda y: lax.psum(y * y, "model"), "model")(x)
         return lax.psum(rows * x, "data"), rows * x
@@ -174,6 +192,7 @@ def replicated_output(pmap: Callable) -> Callable:
 
 def shared_weights(pmap: Callable) -> Callable:
     """`w` broadcast to every device (`in_axes=None`): its gradient sums over the mesh."""
+
     def body(x, w):
         y = x @ w
         return y * lax.psum(y, "model")
@@ -182,12 +201,15 @@ def shared_weights(pmap: Callable) -> Callable:
 
 
 def shared_inputs(rng: np.random.Generator) -> tuple[np.ndarray, ...]:
-    return (rng.integers(-4, 5, size=(2, 4, 3)).astype(np.float32),
-            rng.integers(-4, 5, size=(3, 5)).astype(np.float32))
+    return (
+        rng.integers(-4, 5, size=(2, 4, 3)).astype(np.float32),
+        rng.integers(-4, 5, size=(3, 5)).astype(np.float32),
+    )
 
 
 def unmapped_collectives(pmap: Callable) -> Callable:
     """psum and pmean of values that depend on the unmapped (`in_axes=None`) input `w`."""
+
     def body(x, w):
         return x * lax.psum(w * x, DM) + lax.pmean(w * w, "model")
 
@@ -200,6 +222,7 @@ def vector_and_weights(rng: np.random.Generator) -> tuple[np.ndarray, ...]:
 
 def grad_inside_wrt_unmapped(pmap: Callable) -> Callable:
     """Each 'data' shard differentiates with respect to `w`, unmapped in the inner map."""
+
     def outer(x, w):
         inner = pmap(lambda xr, w: lax.psum(xr * w, DM) * w, "model", in_axes=(0, None))
         return jax.grad(lambda w: inner(x, w).sum())(w)
@@ -209,6 +232,7 @@ def grad_inside_wrt_unmapped(pmap: Callable) -> Callable:
 
 def grad_inside(axes) -> Callable[[Callable], Callable]:
     """The outer body differentiates a function that calls the inner map."""
+
     def build(pmap):
         inner = pmap(lambda y: lax.psum(y * y, axes), "model")
 
@@ -229,9 +253,11 @@ def mlp_partial_loss(x, w1, w2, y):
 
 def mlp_loss(pmap: Callable) -> Callable:
     """Data- and model-parallel MLP loss: hidden units split over 'model', pmean over 'data'."""
+
     def outer(x, w1, w2, y):
-        inner = pmap(lambda *a: lax.pmean(mlp_partial_loss(*a), "data"), "model",
-                     in_axes=(None, 0, 0, None))
+        inner = pmap(
+            lambda *a: lax.pmean(mlp_partial_loss(*a), "data"), "model", in_axes=(None, 0, 0, None)
+        )
         return inner(x, w1, w2, y)
 
     return pmap(outer, "data", in_axes=(0, None, None, 0))
@@ -239,6 +265,7 @@ def mlp_loss(pmap: Callable) -> Callable:
 
 def mlp_train_step(pmap: Callable) -> Callable:
     """Each data shard differentiates its loss through the inner map; gradients pmean'd."""
+
     def outer(x, w1, w2, y):
         def loss(w1, w2):
             inner = pmap(mlp_partial_loss, "model", in_axes=(None, 0, 0, None))
@@ -252,6 +279,7 @@ def mlp_train_step(pmap: Callable) -> Callable:
 
 def mlp_inputs(rng: np.random.Generator) -> tuple[np.ndarray, ...]:
     """Odd multiples of 1/8, and 5 input features: no hidden unit is ever exactly 0."""
+
     def odd_eighths(*shape):
         return ((2 * rng.integers(-4, 4, size=shape) + 1) / 8).astype(np.float32)
 
@@ -260,9 +288,11 @@ def mlp_inputs(rng: np.random.Generator) -> tuple[np.ndarray, ...]:
 
 def pytree_outputs(pmap: Callable) -> Callable:
     def body(x, y):
-        return {"rows": lax.psum(x * y, "model"),
-                "mean": lax.pmean(x * x, ("data", "model")),
-                "gathered": lax.all_gather(y, "data") * x}
+        return {
+            "rows": lax.psum(x * y, "model"),
+            "mean": lax.pmean(x * x, ("data", "model")),
+            "gathered": lax.all_gather(y, "data") * x,
+        }
 
     return nest(pmap, body, MESH_2X4)
 
@@ -280,6 +310,7 @@ def device_ids(pmap: Callable) -> Callable:
 
 def batch_named(pmap: Callable) -> Callable:
     """Under `jax.vmap(axis_name='b')`: the body sums over the batch axis as well."""
+
     def body(x):
         return x * lax.psum(x, "b") + lax.psum(x, ("data", "model"))
 
@@ -322,15 +353,29 @@ def _programs() -> list[Program]:
         g("grad_all_gather_model_data", MESH_2X4, MD, 3),
         g("grad_all_gather_tiled_model", MESH_2X4, "model", 2, 3, tiled=True),
         g("grad_all_gather_tiled_data_model", MESH_2X4, DM, 2, 3, tiled=True),
-        c("grad_psum_scatter_model", MESH_2X4,
-          lambda x: jnp.tile(lax.psum_scatter(x * x, "model", tiled=True), (4, 1)), 4, 3),
-        c("grad_psum_scatter_data_model", MESH_2X4,
-          lambda x: jnp.tile(lax.psum_scatter(x * x, DM, tiled=True), (8, 1)), 8, 3),
+        c(
+            "grad_psum_scatter_model",
+            MESH_2X4,
+            lambda x: jnp.tile(lax.psum_scatter(x * x, "model", tiled=True), (4, 1)),
+            4,
+            3,
+        ),
+        c(
+            "grad_psum_scatter_data_model",
+            MESH_2X4,
+            lambda x: jnp.tile(lax.psum_scatter(x * x, DM, tiled=True), (8, 1)),
+            8,
+            3,
+        ),
         c("grad_all_to_all_model", MESH_2X4, lambda x: lax.all_to_all(x, "model", 0, 0), 4, 3),
         c("grad_ppermute_ring_model", MESH_2X4, over(lax.ppermute, "model", perm=ring(4)), 3),
         c("grad_ppermute_ring_data", MESH_2X4, over(lax.ppermute, "data", perm=ring(2)), 3),
-        c("grad_axis_index_weight", MESH_2X4, lambda x: lax.psum(
-            x * (4 * lax.axis_index("data") + lax.axis_index("model") + 1), DM), 3),
+        c(
+            "grad_axis_index_weight",
+            MESH_2X4,
+            lambda x: lax.psum(x * (4 * lax.axis_index("data") + lax.axis_index("model") + 1), DM),
+            3,
+        ),
         # JAX 0.4.30 cannot differentiate a pmap with `out_axes=None` (an AssertionError)
         Program("jvp_replicated_output", replicated_output, small_ints(2, 4, 3), "jvp"),
         Program("grad_shared_weights", shared_weights, shared_inputs, "grad"),
@@ -359,21 +404,43 @@ def _programs() -> list[Program]:
         c("jvp_psum_data_model", MESH_2X4, over(psum, DM), 3, mode="jvp"),
         c("jvp_pmean_abc", MESH_2X2X2, over(pmean, ABC), 3, mode="jvp"),
         g("jvp_all_gather_data", MESH_2X4, "data", 3, mode="jvp"),
-        c("jvp_ppermute_ring_model", MESH_2X4, over(lax.ppermute, "model", perm=ring(4)), 3,
-          mode="jvp"),
+        c(
+            "jvp_ppermute_ring_model",
+            MESH_2X4,
+            over(lax.ppermute, "model", perm=ring(4)),
+            3,
+            mode="jvp",
+        ),
         Program("vjp_pytree_outputs", pytree_outputs, two_inputs, "vjp"),
         # vmap around the nest
-        c("vmap_psum_data_model", MESH_2X4, over(psum, DM), 3, mode="vmap",
-          inputs=lambda *shape: small_ints(3, *shape)),
+        c(
+            "vmap_psum_data_model",
+            MESH_2X4,
+            over(psum, DM),
+            3,
+            mode="vmap",
+            inputs=lambda *shape: small_ints(3, *shape),
+        ),
         Program("vmap_named_psum_b", batch_named, small_ints(3, 2, 4, 3), "vmap", "b"),
         # forward values only
         c("value_psum_data_model", MESH_2X4, over(psum, DM), 3, mode="value"),
         c("value_pmean_model_data", MESH_2X4, over(pmean, MD), 3, mode="value"),
         g("value_all_gather_tiled_model_data", MESH_2X4, MD, 2, 3, tiled=True, mode="value"),
-        c("value_psum_scatter_data_model", MESH_2X4,
-          lambda x: jnp.tile(lax.psum_scatter(x, DM, tiled=True), (8, 1)), 8, 3, mode="value"),
-        c("value_ppermute_ring_data_4x2", MESH_4X2,
-          over(lax.ppermute, "data", perm=ring(4)), 3, mode="value"),
+        c(
+            "value_psum_scatter_data_model",
+            MESH_2X4,
+            lambda x: jnp.tile(lax.psum_scatter(x, DM, tiled=True), (8, 1)),
+            8,
+            3,
+            mode="value",
+        ),
+        c(
+            "value_ppermute_ring_data_4x2",
+            MESH_4X2,
+            over(lax.ppermute, "data", perm=ring(4)),
+            3,
+            mode="value",
+        ),
         Program("value_replicated_output", replicated_output, small_ints(2, 4, 3)),
         Program("value_shared_weights", shared_weights, shared_inputs),
         Program("value_mlp_loss", mlp_loss, mlp_inputs),
@@ -412,7 +479,8 @@ def _index_group_programs() -> list[Program]:
 
     def scattered(axes, groups, reps, **kwargs):
         return lambda x: jnp.tile(
-            lax.psum_scatter(x * x, axes, axis_index_groups=groups, **kwargs), (reps, 1))
+            lax.psum_scatter(x * x, axes, axis_index_groups=groups, **kwargs), (reps, 1)
+        )
 
     return [
         c("groups_grad_psum_i_halves", MESH_8, grouped(psum, "i", HALVES_8), 3),
@@ -423,34 +491,87 @@ def _index_group_programs() -> list[Program]:
         c("groups_grad_pmean_model_data", MESH_2X4, grouped(pmean, MD, OUTER_PAIRS_8), 3),
         c("groups_grad_psum_model_uneven", MESH_2X4, grouped(psum, "model", UNEVEN_4), 3),
         # pmean divides by the first group's size (JAX's psum(1, ...)), also when uneven
-        c("groups_value_pmean_model_uneven", MESH_2X4, grouped(pmean, "model", UNEVEN_4), 3,
-          mode="value"),
-        c("groups_value_pmax_model_data", MESH_2X4, grouped(pmax, MD, CROSSED_8), 3,
-          mode="value", inputs=distinct),
-        c("groups_value_pmin_model_uneven", MESH_2X4, grouped(pmin, "model", UNEVEN_4), 3,
-          mode="value", inputs=distinct),
+        c(
+            "groups_value_pmean_model_uneven",
+            MESH_2X4,
+            grouped(pmean, "model", UNEVEN_4),
+            3,
+            mode="value",
+        ),
+        c(
+            "groups_value_pmax_model_data",
+            MESH_2X4,
+            grouped(pmax, MD, CROSSED_8),
+            3,
+            mode="value",
+            inputs=distinct,
+        ),
+        c(
+            "groups_value_pmin_model_uneven",
+            MESH_2X4,
+            grouped(pmin, "model", UNEVEN_4),
+            3,
+            mode="value",
+            inputs=distinct,
+        ),
         c("groups_grad_all_gather_i", MESH_8, gathered_sum("i", SCATTERED_PAIRS_8), 3),
         c("groups_grad_all_gather_model", MESH_2X4, gathered_sum("model", PAIRS_4), 3),
-        c("groups_grad_all_gather_tiled_model_data", MESH_2X4,
-          gathered_sum(MD, CROSSED_8, tiled=True), 2, 3),
+        c(
+            "groups_grad_all_gather_tiled_model_data",
+            MESH_2X4,
+            gathered_sum(MD, CROSSED_8, tiled=True),
+            2,
+            3,
+        ),
         c("groups_grad_psum_scatter_i", MESH_8, scattered("i", HALVES_8, 4, tiled=True), 4, 3),
-        c("groups_grad_psum_scatter_data_model", MESH_2X4,
-          scattered(DM, OUTER_PAIRS_8, 2, tiled=True), 2, 3),
-        c("groups_grad_psum_scatter_untiled_model", MESH_2X4,
-          lambda x: lax.psum_scatter(x * x, "model", axis_index_groups=PAIRS_4), 2, 3),
-        c("groups_grad_all_to_all_model", MESH_2X4,
-          lambda x: lax.all_to_all(x, "model", 0, 0, axis_index_groups=PAIRS_4), 2, 3),
-        c("groups_grad_all_to_all_data_model", MESH_2X4,
-          lambda x: lax.all_to_all(x, DM, 0, 0, axis_index_groups=OUTER_PAIRS_8), 2, 3),
-        c("groups_grad_all_to_all_tiled_model_data", MESH_2X4,
-          lambda x: lax.all_to_all(x, MD, 1, 0, axis_index_groups=CROSSED_8,
-                                   tiled=True).reshape(x.shape), 3, 4),
+        c(
+            "groups_grad_psum_scatter_data_model",
+            MESH_2X4,
+            scattered(DM, OUTER_PAIRS_8, 2, tiled=True),
+            2,
+            3,
+        ),
+        c(
+            "groups_grad_psum_scatter_untiled_model",
+            MESH_2X4,
+            lambda x: lax.psum_scatter(x * x, "model", axis_index_groups=PAIRS_4),
+            2,
+            3,
+        ),
+        c(
+            "groups_grad_all_to_all_model",
+            MESH_2X4,
+            lambda x: lax.all_to_all(x, "model", 0, 0, axis_index_groups=PAIRS_4),
+            2,
+            3,
+        ),
+        c(
+            "groups_grad_all_to_all_data_model",
+            MESH_2X4,
+            lambda x: lax.all_to_all(x, DM, 0, 0, axis_index_groups=OUTER_PAIRS_8),
+            2,
+            3,
+        ),
+        c(
+            "groups_grad_all_to_all_tiled_model_data",
+            MESH_2X4,
+            lambda x: lax.all_to_all(x, MD, 1, 0, axis_index_groups=CROSSED_8, tiled=True).reshape(
+                x.shape
+            ),
+            3,
+            4,
+        ),
         Program("groups_grad_inside_outer", grad_inside_in_groups, small_ints(2, 4, 3)),
         c("groups_jvp_psum_data_model", MESH_2X4, grouped(psum, DM, CROSSED_8), 3, mode="jvp"),
-        c("groups_vjp_all_gather_model", MESH_2X4, gathered_sum("model", PAIRS_4), 3,
-          mode="vjp"),
-        c("groups_vmap_psum_model_data", MESH_2X4, grouped(psum, MD, CROSSED_8), 3, mode="vmap",
-          inputs=lambda *shape: small_ints(3, *shape)),
+        c("groups_vjp_all_gather_model", MESH_2X4, gathered_sum("model", PAIRS_4), 3, mode="vjp"),
+        c(
+            "groups_vmap_psum_model_data",
+            MESH_2X4,
+            grouped(psum, MD, CROSSED_8),
+            3,
+            mode="vmap",
+            inputs=lambda *shape: small_ints(3, *shape),
+        ),
     ]
 
 

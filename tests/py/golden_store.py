@@ -48,8 +48,9 @@ def unpack(entries) -> dict[str, Recorded]:
     values, index = entries["values"], json.loads(str(entries["index"]))
     recorded = {}
     for name, entry in index.items():
-        arrays = {key: values[offset:offset + math.prod(shape)].reshape(shape)
-                  .astype(jnp.dtype(dtype))
-                  for key, (dtype, shape, offset) in entry["arrays"].items()}
+        arrays = {
+            key: values[offset : offset + math.prod(shape)].reshape(shape).astype(jnp.dtype(dtype))
+            for key, (dtype, shape, offset) in entry["arrays"].items()
+        }
         recorded[name] = Recorded(arrays, *entry.get("error", (None, None, None)))
     return recorded

@@ -24,16 +24,18 @@ def cases(pmap, devices) -> dict:
         "axis_size that the arguments do not have": lambda: pmap(lambda a: a, axis_size=4)(X8),
         "in_axes not a prefix": lambda: pmap(lambda a: a["x"], in_axes=({"y": 0},))({"x": X8}),
         "in_axes longer than the arguments": lambda: pmap(lambda a: a, in_axes=(0, 0))(X8),
-        "in_axes and a keyword argument": lambda: pmap(lambda a, b: a + b,
-                                                       in_axes=(0, 1))(X8, b=X8),
+        "in_axes and a keyword argument": lambda: pmap(lambda a, b: a + b, in_axes=(0, 1))(
+            X8, b=X8
+        ),
         "out_axes not a prefix": lambda: pmap(lambda a: (a, a), out_axes=(0, 0, 0))(X8),
         "unbound axis name": lambda: pmap(lambda a: lax.psum(a, "batch"), axis_name="i")(X8),
         "no argument mapped": lambda: pmap(lambda a: a, in_axes=None)(X8),
         "more devices than there are": lambda: pmap(lambda a: a)(np.ones((16, 3), np.float32)),
         "devices= fewer than the axis": lambda: pmap(lambda a: a, devices=devices[:4])(X8),
         "devices= empty": lambda: pmap(lambda a: a, devices=[])(X8),
-        "non-hashable static argument": lambda: pmap(
-            lambda a, s: a, static_broadcasted_argnums=1)(X8, np.ones(3)),
+        "non-hashable static argument": lambda: pmap(lambda a, s: a, static_broadcasted_argnums=1)(
+            X8, np.ones(3)
+        ),
         "compiled called with fewer arguments": lambda: compiled(X8),
         "compiled called with another pytree": lambda: compiled(X8, {"a": X8}),
         "compiled called with another dtype": lambda: compiled(X8, X8.astype(np.int32)),

@@ -41,9 +41,12 @@ def main(argv: list[str]) -> int:
     pmapc.use_host_devices(devices)
     import jax
 
-    jax.distributed.initialize(f"127.0.0.1:{port}", num_processes=processes,
-                               process_id=process_id,
-                               heartbeat_timeout_seconds=HEARTBEAT_SECONDS)
+    jax.distributed.initialize(
+        f"127.0.0.1:{port}",
+        num_processes=processes,
+        process_id=process_id,
+        heartbeat_timeout_seconds=HEARTBEAT_SECONDS,
+    )
     checks: dict[str, bool] = {}
     if scenario == "peer-dies":
         return peer_dies(process_id, outer, inner, argv)
@@ -121,8 +124,9 @@ def compare(checks, prefix: str, got, want, rows: slice | None) -> None:
     want_per_device, want_total = want
     for name, value in per_device.items():
         expected = want_per_device[name] if rows is None else want_per_device[name][rows]
-        checks[f"{prefix}{name}"] = bool(np.shape(value) == np.shape(expected)
-                                         and np.allclose(np.asarray(value), expected))
+        checks[f"{prefix}{name}"] = bool(
+            np.shape(value) == np.shape(expected) and np.allclose(np.asarray(value), expected)
+        )
     checks[f"{prefix}out_axes_none"] = bool(np.allclose(np.asarray(total), want_total))
 
 
@@ -133,8 +137,7 @@ def check_layout(checks, process_id, processes, outer, inner) -> None:
     for call in range(2):  # the second call takes JAX's warm dispatch path
         got = step(x[rows], 2.0)
         compare(checks, f"call{call}:", got, want, rows)
-    checks["results_are_local"] = all(
-        v.is_fully_addressable for v in jax_leaves(got))
+    checks["results_are_local"] = all(v.is_fully_addressable for v in jax_leaves(got))
     # A result fed back as the next call's input (a training loop's pattern).
     twice = increment(increment(x[rows]))
     once_np = x + x.sum(0)
@@ -155,8 +158,9 @@ def check_global_arrays(checks, processes, outer, inner) -> None:
 
     x = global_input(outer, inner)
     mesh = jax.sharding.Mesh(np.array(jax.devices()).reshape(processes, -1), ("p", "d"))
-    rows = slice(jax.process_index() * outer // processes,
-                 (jax.process_index() + 1) * outer // processes)
+    rows = slice(
+        jax.process_index() * outer // processes, (jax.process_index() + 1) * outer // processes
+    )
     sharding = NamedSharding(mesh, PartitionSpec("p"))
     # A sharding of all devices need not be the nest's: the map places its inputs.
     global_x = jax.make_array_from_process_local_data(sharding, x[rows], x.shape)
@@ -168,8 +172,9 @@ def check_global_arrays(checks, processes, outer, inner) -> None:
         for shard in value.addressable_shards:
             ok = ok and np.allclose(np.asarray(shard.data), expected[shard.index])
         checks[f"global:{name}"] = bool(ok)
-    checks["global:out_axes_none"] = bool(np.allclose(
-        np.asarray(total.addressable_shards[0].data), want_total))
+    checks["global:out_axes_none"] = bool(
+        np.allclose(np.asarray(total.addressable_shards[0].data), want_total)
+    )
 
 
 def check_aot(checks, process_id, processes, outer, inner) -> None:
@@ -200,11 +205,16 @@ def check_devices_argument(checks, process_id, processes, outer) -> None:
     import jax
 
     rows_each = outer // processes
-    devices = [d for p in reversed(range(processes))
-               for d in [d for d in jax.devices() if d.process_index == p][:rows_each]]
+    devices = [
+        d
+        for p in reversed(range(processes))
+        for d in [d for d in jax.devices() if d.process_index == p][:rows_each]
+    ]
     reverse = pmapc.pmap(
         lambda x: 100 * jax.lax.axis_index("data") + jax.lax.psum(x, "data"),
-        axis_name="data", devices=devices)
+        axis_name="data",
+        devices=devices,
+    )
     x = global_input(outer, 1)[:, 0]
     first = (processes - 1 - process_id) * rows_each
     rows = slice(first, first + rows_each)
@@ -217,8 +227,12 @@ def check_axis_size(checks, process_id, processes, outer) -> None:
     import jax
 
     rows_each = outer // processes
-    indices = pmapc.pmap(lambda s: s + jax.lax.axis_index("data"), axis_name="data",
-                         in_axes=None, axis_size=rows_each)(np.int32(0))
+    indices = pmapc.pmap(
+        lambda s: s + jax.lax.axis_index("data"),
+        axis_name="data",
+        in_axes=None,
+        axis_size=rows_each,
+    )(np.int32(0))
     mine = np.arange(process_id * rows_each, (process_id + 1) * rows_each)
     checks["axis_size"] = np.asarray(indices).tolist() == mine.tolist()
 
@@ -238,11 +252,12 @@ def check_errors(checks, inner) -> None:
     except pmapc.DeviceError as error:
         checks["error:inner_axes_too_big"] = (
             f"but process 0 has {local_devices} cpu device(s)" in str(error)
-            and isinstance(error, ValueError))
+            and isinstance(error, ValueError)
+        )
 
 
 def peer_dies(process_id, outer, inner, argv) -> int:
-    x = global_input(outer, inner)[process_id * outer // 2:(process_id + 1) * outer // 2]
+    x = global_input(outer, inner)[process_id * outer // 2 : (process_id + 1) * outer // 2]
     np.asarray(step(x, 2.0)[1])
     report(process_id=process_id, event="first call done")
     if process_id == 1 and "--stop" in argv:

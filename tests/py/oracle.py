@@ -70,14 +70,18 @@ def groups(mesh: Mesh, axes: Sequence[str]) -> np.ndarray:
     return ids.reshape(-1, int(np.prod([sizes[p] for p in named])))
 
 
-def per_group(blocks: np.ndarray, mesh: Mesh, axes: Sequence[str],
-              combine: Callable[[list[np.ndarray], int], np.ndarray]) -> np.ndarray:
+def per_group(
+    blocks: np.ndarray,
+    mesh: Mesh,
+    axes: Sequence[str],
+    combine: Callable[[list[np.ndarray], int], np.ndarray],
+) -> np.ndarray:
     """Apply `combine(group's blocks, position)` on every device of a mesh of blocks.
 
     `blocks` has shape (*mesh sizes, *block); the result has shape (*mesh sizes, *result).
     """
     sizes = tuple(size for _, size in mesh)
-    flat = blocks.reshape(int(np.prod(sizes)), *blocks.shape[len(sizes):])
+    flat = blocks.reshape(int(np.prod(sizes)), *blocks.shape[len(sizes) :])
     results: dict[int, np.ndarray] = {}
     for group in groups(mesh, axes):
         members = [flat[device] for device in group]
@@ -104,8 +108,7 @@ def psum_scatter_reference(blocks, mesh, axes, *, dimension=0, tiled=False) -> n
     return per_group(blocks, mesh, axes, combine)
 
 
-def all_to_all_reference(blocks, mesh, axes, *, split_axis, concat_axis,
-                         tiled=False) -> np.ndarray:
+def all_to_all_reference(blocks, mesh, axes, *, split_axis, concat_axis, tiled=False) -> np.ndarray:
     def combine(members, position):
         if tiled:
             chunks = [np.split(m, len(members), axis=split_axis)[position] for m in members]
@@ -135,8 +138,9 @@ def axis_index_reference(mesh: Mesh, axes: Sequence[str]) -> np.ndarray:
     return per_group(placeholders, mesh, axes, lambda _members, position: np.int32(position))
 
 
-def check_against_vmap(build: Callable[[Callable], Callable], *args, rtol: float = 1e-6,
-                       atol: float = 1e-6):
+def check_against_vmap(
+    build: Callable[[Callable], Callable], *args, rtol: float = 1e-6, atol: float = 1e-6
+):
     """Build the program with `pmapc.pmap` and with `vmap_mapper`, run both on `args`, compare.
 
     pmapc runs on both targets: called (through `jax.jit`, the partition form)
@@ -149,6 +153,5 @@ def check_against_vmap(build: Callable[[Callable], Callable], *args, rtol: float
     actual = jax.tree_util.tree_map(np.asarray, program(*args))
     assert_tree_equal(actual, expected, rtol=rtol, atol=atol)
     replicas = pmapc.lower(program, *args, target="replicas").compile()(*args)
-    assert_tree_equal(jax.tree_util.tree_map(np.asarray, replicas), expected, rtol=rtol,
-                      atol=atol)
+    assert_tree_equal(jax.tree_util.tree_map(np.asarray, replicas), expected, rtol=rtol, atol=atol)
     return actual

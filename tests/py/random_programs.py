@@ -60,9 +60,11 @@ class Op:
     count: int = 0
 
     def __repr__(self) -> str:  # the fields that differ from their defaults
-        fields = [f"{field.name}={getattr(self, field.name)!r}"
-                  for field in dataclasses.fields(self)
-                  if getattr(self, field.name) != field.default]
+        fields = [
+            f"{field.name}={getattr(self, field.name)!r}"
+            for field in dataclasses.fields(self)
+            if getattr(self, field.name) != field.default
+        ]
         return f"Op({', '.join(fields)})"
 
     def _repr_pretty_(self, printer, cycle) -> None:  # hypothesis prints examples with it
@@ -159,15 +161,16 @@ def varying_after(op: Op, varying: frozenset[int], scope) -> frozenset[int]:
 
 def initial_varying(program: Program) -> frozenset[int]:
     """The levels over which the innermost body's combined arguments differ."""
-    return frozenset(depth for arg in program.args
-                     for depth, axis in enumerate(arg.in_axes) if axis is not None)
+    return frozenset(
+        depth for arg in program.args for depth, axis in enumerate(arg.in_axes) if axis is not None
+    )
 
 
 def walk_ops(program: Program):
     """(scope, op, operand shape, levels the operand varies over) for each op, in run order."""
     shape, varying = program.block, initial_varying(program)
     for depth in reversed(range(len(program.levels))):
-        scope, level = program.levels[:depth + 1], program.levels[depth]
+        scope, level = program.levels[: depth + 1], program.levels[depth]
         for op in level.ops:
             yield scope, op, shape, varying
             shape = result_shape(op, shape, group_size(scope, op.axes))
@@ -196,15 +199,18 @@ def jax_can_batch(program: Program) -> bool:
     (jax 0.10 to 0.12) puts the result's batch dimension one too far when the operand
     carries it after the scatter dimension, so `jax.vmap` of the program fails, with
     pmapc as with the oracle."""
-    return not any(op.kind == "psum_scatter" and not op.tiled
-                   for level in program.levels for op in level.ops)
+    return not any(
+        op.kind == "psum_scatter" and not op.tiled for level in program.levels for op in level.ops
+    )
 
 
 def sample_arguments(program: Program) -> list[np.ndarray]:
     """Small integers (floats too): sums, means over powers of two and products stay exact."""
     rng = np.random.default_rng(program.seed)
-    return [rng.integers(-8, 9, size=program.global_shape(arg)).astype(arg.dtype)
-            for arg in program.args]
+    return [
+        rng.integers(-8, 9, size=program.global_shape(arg)).astype(arg.dtype)
+        for arg in program.args
+    ]
 
 
 # ----------------------------------------------------------------------------
@@ -213,8 +219,9 @@ def sample_arguments(program: Program) -> list[np.ndarray]:
 
 def vmap_mapper(fun, axis_name: str, *, in_axes, out_axes, axis_size=None):
     """Named `jax.vmap` with `pmap`'s call signature."""
-    return jax.vmap(fun, in_axes=in_axes, out_axes=out_axes, axis_name=axis_name,
-                    axis_size=axis_size)
+    return jax.vmap(
+        fun, in_axes=in_axes, out_axes=out_axes, axis_name=axis_name, axis_size=axis_size
+    )
 
 
 def jax_op(op: Op, value):
@@ -224,8 +231,7 @@ def jax_op(op: Op, value):
         case "all_gather":
             return lax.all_gather(value, op.axes, axis=op.dimension, tiled=op.tiled)
         case "psum_scatter":
-            return lax.psum_scatter(value, op.axes, scatter_dimension=op.dimension,
-                                    tiled=op.tiled)
+            return lax.psum_scatter(value, op.axes, scatter_dimension=op.dimension, tiled=op.tiled)
         case "all_to_all":
             return lax.all_to_all(value, op.axes, op.dimension, op.concat, tiled=op.tiled)
         case "ppermute":
@@ -271,8 +277,13 @@ def calling(inner, ops: tuple[Op, ...]):
 
 def map_level(program: Program, depth: int, body, mapper):
     level = program.levels[depth]
-    return mapper(body, level.name, in_axes=tuple(arg.in_axes[depth] for arg in program.args),
-                  out_axes=level.out_axis, axis_size=level.size if level.pass_size else None)
+    return mapper(
+        body,
+        level.name,
+        in_axes=tuple(arg.in_axes[depth] for arg in program.args),
+        out_axes=level.out_axis,
+        axis_size=level.size if level.pass_size else None,
+    )
 
 
 # ----------------------------------------------------------------------------
@@ -286,15 +297,22 @@ TRANSFORMATIONS = ("grad", "vjp", "jvp", "linearize", "vmap", "jit", "remat")
 def differentiable(program: Program) -> Program:
     """`program` with float32 arguments, and psum and pmean for pmax and pmin."""
     replacements = {"pmax": "psum", "pmin": "pmean"}
-    levels = tuple(dataclasses.replace(level, ops=tuple(
-        dataclasses.replace(op, kind=replacements.get(op.kind, op.kind)) for op in level.ops))
-        for level in program.levels)
+    levels = tuple(
+        dataclasses.replace(
+            level,
+            ops=tuple(
+                dataclasses.replace(op, kind=replacements.get(op.kind, op.kind)) for op in level.ops
+            ),
+        )
+        for level in program.levels
+    )
     args = tuple(dataclasses.replace(arg, dtype="float32") for arg in program.args)
     return dataclasses.replace(program, levels=levels, args=args)
 
 
-def transformation_inputs(program: Program, arrays: list[np.ndarray], out_shape
-                          ) -> tuple[np.ndarray, list[np.ndarray]]:
+def transformation_inputs(
+    program: Program, arrays: list[np.ndarray], out_shape
+) -> tuple[np.ndarray, list[np.ndarray]]:
     """(cotangent of the result, tangents of the arguments): small integers, from the seed."""
     rng = np.random.default_rng(program.seed + 1)
     weights = rng.integers(-3, 4, size=out_shape).astype(np.float32)
@@ -302,8 +320,9 @@ def transformation_inputs(program: Program, arrays: list[np.ndarray], out_shape
     return weights, tangents
 
 
-def run_transformed(program: Program, transformation: str, arrays, weights, tangents,
-                    mapper: Callable = pmapc.pmap) -> list[np.ndarray]:
+def run_transformed(
+    program: Program, transformation: str, arrays, weights, tangents, mapper: Callable = pmapc.pmap
+) -> list[np.ndarray]:
     """`transformation` of the program (built with `mapper`) at `arrays`: every value it
     gives, as numpy arrays (the forward result too, where the transformation has one)."""
     fun = build(program, mapper)
@@ -339,11 +358,13 @@ def run_transformed(program: Program, transformation: str, arrays, weights, tang
 
 
 def run_numpy(program: Program, arrays: list[np.ndarray]) -> np.ndarray:
-    blocks = [mesh_blocks(program, arg, array).astype(program.dtype)
-              for arg, array in zip(program.args, arrays, strict=True)]
+    blocks = [
+        mesh_blocks(program, arg, array).astype(program.dtype)
+        for arg, array in zip(program.args, arrays, strict=True)
+    ]
     value = blocks[0] if len(blocks) == 1 else COMBINE[program.combine](*blocks)
     for depth in reversed(range(len(program.levels))):
-        level, scope = program.levels[depth], program.levels[:depth + 1]
+        level, scope = program.levels[depth], program.levels[: depth + 1]
         for op in level.ops:
             value = numpy_op(op, scope, value)
         value = stack_results(value, depth, level.out_axis)
@@ -380,11 +401,11 @@ def numpy_op(op: Op, scope, value: np.ndarray) -> np.ndarray:
         case "all_gather":
             return all_gather_reference(value, mesh, axes, axis=op.dimension, tiled=op.tiled)
         case "psum_scatter":
-            return psum_scatter_reference(value, mesh, axes, dimension=op.dimension,
-                                          tiled=op.tiled)
+            return psum_scatter_reference(value, mesh, axes, dimension=op.dimension, tiled=op.tiled)
         case "all_to_all":
-            return all_to_all_reference(value, mesh, axes, split_axis=op.dimension,
-                                        concat_axis=op.concat, tiled=op.tiled)
+            return all_to_all_reference(
+                value, mesh, axes, split_axis=op.dimension, concat_axis=op.concat, tiled=op.tiled
+            )
         case "ppermute":
             return ppermute_reference(value, mesh, axes, op.perm)
         case "axis_index":
@@ -413,8 +434,12 @@ def factorizations(total: int, parts: int) -> list[tuple[int, ...]]:
     """Every ordered way to write `total` as a product of `parts` positive factors."""
     if parts == 1:
         return [(total,)]
-    return [(factor, *rest) for factor in range(1, total + 1) if total % factor == 0
-            for rest in factorizations(total // factor, parts - 1)]
+    return [
+        (factor, *rest)
+        for factor in range(1, total + 1)
+        if total % factor == 0
+        for rest in factorizations(total // factor, parts - 1)
+    ]
 
 
 MESH_SHAPES = [shape for parts in (1, 2, 3) for shape in factorizations(8, parts)]
@@ -424,16 +449,24 @@ MESH_SHAPES = [shape for parts in (1, 2, 3) for shape in factorizations(8, parts
 def programs(draw) -> Program:
     """A random nest over a mesh of 8 devices with 1-2 arguments and 1-4 innermost ops."""
     sizes = draw(st.sampled_from(MESH_SHAPES))
-    names = draw(st.lists(st.sampled_from(AXIS_NAMES), min_size=len(sizes),
-                          max_size=len(sizes)))
+    names = draw(st.lists(st.sampled_from(AXIS_NAMES), min_size=len(sizes), max_size=len(sizes)))
     block = draw(block_shapes())
     args = draw(st.lists(arguments(len(sizes), len(block)), min_size=1, max_size=2))
-    stub = Program(levels=tuple(Level(name, size, False, 0, ())
-                                for name, size in zip(names, sizes, strict=True)),
-                   block=block, args=tuple(args), combine="add", seed=0)
-    return dataclasses.replace(stub, levels=draw(nest_levels(stub)),
-                               combine=draw(st.sampled_from(sorted(COMBINE))),
-                               seed=draw(st.integers(0, 2**32 - 1)))
+    stub = Program(
+        levels=tuple(
+            Level(name, size, False, 0, ()) for name, size in zip(names, sizes, strict=True)
+        ),
+        block=block,
+        args=tuple(args),
+        combine="add",
+        seed=0,
+    )
+    return dataclasses.replace(
+        stub,
+        levels=draw(nest_levels(stub)),
+        combine=draw(st.sampled_from(sorted(COMBINE))),
+        seed=draw(st.integers(0, 2**32 - 1)),
+    )
 
 
 @st.composite
@@ -462,14 +495,15 @@ def nest_levels(draw, program: Program) -> tuple[Level, ...]:
     """Each level's ops, out_axes and axis_size, innermost first, tracking the value's shape."""
     levels, shape, varying = list(program.levels), program.block, initial_varying(program)
     for depth in reversed(range(len(levels))):
-        scope = levels[:depth + 1]
+        scope = levels[: depth + 1]
         min_ops = 1 if depth == len(levels) - 1 else 0
         ops, shape, varying = draw(op_sequences(scope, shape, program.dtype, varying, min_ops))
         choices = [*range(len(shape) + 1), *([None] if depth not in varying else [])]
         out_axis = draw(st.sampled_from(choices))
         mapped = any(arg.in_axes[depth] is not None for arg in program.args)
-        levels[depth] = dataclasses.replace(levels[depth], ops=ops, out_axis=out_axis,
-                                            pass_size=not mapped or draw(st.booleans()))
+        levels[depth] = dataclasses.replace(
+            levels[depth], ops=ops, out_axis=out_axis, pass_size=not mapped or draw(st.booleans())
+        )
         shape = shape if out_axis is None else insert(shape, out_axis, levels[depth].size)
         varying = varying - {depth}
     return tuple(levels)
@@ -523,7 +557,7 @@ def collectives(draw, scope, shape, dtype) -> list[Op]:
 def axis_names(draw, scope) -> str | tuple[str, ...]:
     """A non-empty subset of the names bound in `scope` in random order; one name maybe bare."""
     order = draw(st.permutations(list(dict.fromkeys(level.name for level in scope))))
-    chosen = tuple(order[:draw(st.integers(1, len(order)))])
+    chosen = tuple(order[: draw(st.integers(1, len(order)))])
     return chosen[0] if len(chosen) == 1 and draw(st.booleans()) else chosen
 
 

@@ -26,9 +26,18 @@ def test_lower_exposes_every_stage():
     x = np.ones((2, 4, 3), np.float32)
     lowered = nested_psum().lower(x)
     assert list(lowered.stages) == [
-        "pmapc", "verify-axes", "flatten-maps", "fold-gather-slice", "sink-slices",
-        "sink-gathers", "lower-collectives", "combine-all-reduces", "to-partitions", "simplify",
-        "stablehlo"]
+        "pmapc",
+        "verify-axes",
+        "flatten-maps",
+        "fold-gather-slice",
+        "sink-slices",
+        "sink-gathers",
+        "lower-collectives",
+        "combine-all-reduces",
+        "to-partitions",
+        "simplify",
+        "stablehlo",
+    ]
     assert "@pmapc.map" in lowered.as_text("pmapc")
     assert "pmapc.mesh" in lowered.as_text("flatten-maps")
     final = lowered.as_text()
@@ -56,7 +65,8 @@ def test_compiled_reports_xla_analyses_and_takes_static_arguments_again():
 
 def test_global_arg_shapes_accepts_none_only():
     assert pmapc.pmap(lambda v: v, axis_name="i", global_arg_shapes=None)(
-        np.ones((8, 1), np.float32)).shape == (8, 1)
+        np.ones((8, 1), np.float32)
+    ).shape == (8, 1)
     with pytest.raises(pmapc.ArgumentError, match="global_arg_shapes=None only"):
         pmapc.pmap(lambda v: v, axis_name="i", global_arg_shapes=((4,),))
 

@@ -74,14 +74,20 @@ def test_trace_emits_spmd(capsys):
     ("argv", "message"),
     [
         (["trace", "nofile.py:f", "--arg", "f32[2]"], "no such file"),
-        (["trace", f"{ROOT / 'examples' / 'nested_2x4.mlir'}:f", "--arg", "f32[2]"],
-         "is not a Python file Python can load; name a .py file"),
+        (
+            ["trace", f"{ROOT / 'examples' / 'nested_2x4.mlir'}:f", "--arg", "f32[2]"],
+            "is not a Python file Python can load; name a .py file",
+        ),
         (["trace", f"{QUICKSTART}:missing", "--arg", "f32[2]"], "defines no 'missing'"),
-        (["trace", f"{QUICKSTART}:main", "--arg", "f32[2]"],
-         "TypeError: main() takes 0 positional arguments but 1 was given"),
+        (
+            ["trace", f"{QUICKSTART}:main", "--arg", "f32[2]"],
+            "TypeError: main() takes 0 positional arguments but 1 was given",
+        ),
         (["trace", f"{QUICKSTART}:step", "--arg", "float[2]"], "bad --arg"),
-        (["trace", f"{QUICKSTART}:step", "--arg", "f33[2,4]"],
-         "bad --arg 'f33[2,4]': there is no dtype 'f33'"),
+        (
+            ["trace", f"{QUICKSTART}:step", "--arg", "f33[2,4]"],
+            "bad --arg 'f33[2,4]': there is no dtype 'f33'",
+        ),
         (["trace", f"{QUICKSTART}:step", "--arg", "f32[2]"], "args[0] is a scalar"),
     ],
 )
@@ -94,8 +100,19 @@ def test_trace_errors(argv, message, capsys):
 def test_run_writes_results(tmp_path, capsys):
     x = np.arange(64, dtype=np.float32).reshape(2, 4, 8)
     np.save(tmp_path / "x.npy", x)
-    assert main(["run", str(EXAMPLE_IR), "--input", str(tmp_path / "x.npy"),
-                 "-o", str(tmp_path / "out")]) == 0
+    assert (
+        main(
+            [
+                "run",
+                str(EXAMPLE_IR),
+                "--input",
+                str(tmp_path / "x.npy"),
+                "-o",
+                str(tmp_path / "out"),
+            ]
+        )
+        == 0
+    )
     result = np.load(tmp_path / "out" / "result0.npy")
     np.testing.assert_allclose(result, example_result(x))
 
@@ -157,30 +174,36 @@ def test_run_either_form(pipeline, target, form, tmp_path, capsys, compiled_form
 def test_run_decides_from_the_module_not_its_text(tmp_path, capsys, compiled_forms):
     """A comment that mentions pmapc ops does not make a lowered module pmapc IR."""
     lowered = lowered_example(tmp_path, capsys, "pmapc-to-stablehlo{target=replicas}")
-    lowered.write_text("// was @pmapc.psum before pmapc.mesh was recorded\n"
-                       + lowered.read_text())
+    lowered.write_text("// was @pmapc.psum before pmapc.mesh was recorded\n" + lowered.read_text())
     x = np.ones((2, 4, 8), np.float32)
     np.save(tmp_path / "x.npy", x)
-    assert main(["run", str(lowered), "--input", str(tmp_path / "x.npy"),
-                 "-o", str(tmp_path / "out")]) == 0
+    assert (
+        main(["run", str(lowered), "--input", str(tmp_path / "x.npy"), "-o", str(tmp_path / "out")])
+        == 0
+    )
     assert compiled_forms == ["replicas"]
 
 
 @pytest.mark.parametrize(
     ("counts", "message"),
     [
-        ("mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 1 : i32",
-         "declares mhlo.num_partitions = 4, but its mesh data=2xmodel=4 has 8 device(s)"),
-        ("mhlo.num_partitions = 8 : i32, mhlo.num_replicas = 2 : i32",
-         "declares mhlo.num_replicas = 2 and mhlo.num_partitions = 8"),
+        (
+            "mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 1 : i32",
+            "declares mhlo.num_partitions = 4, but its mesh data=2xmodel=4 has 8 device(s)",
+        ),
+        (
+            "mhlo.num_partitions = 8 : i32, mhlo.num_replicas = 2 : i32",
+            "declares mhlo.num_replicas = 2 and mhlo.num_partitions = 8",
+        ),
     ],
 )
 def test_run_checks_the_declared_device_counts(counts, message, tmp_path, capsys):
     lowered = lowered_example(tmp_path, capsys, "pmapc-to-stablehlo")
     text = lowered.read_text()
     assert "mhlo.num_partitions = 8 : i32, mhlo.num_replicas = 1 : i32" in text
-    lowered.write_text(text.replace(
-        "mhlo.num_partitions = 8 : i32, mhlo.num_replicas = 1 : i32", counts))
+    lowered.write_text(
+        text.replace("mhlo.num_partitions = 8 : i32, mhlo.num_replicas = 1 : i32", counts)
+    )
     np.save(tmp_path / "x.npy", np.ones((2, 4, 8), np.float32))
     assert main(["run", str(lowered), "--input", str(tmp_path / "x.npy")]) == 1
     err = capsys.readouterr().err
@@ -228,29 +251,54 @@ def _write(folder, data):
 def test_console_script_never_shows_a_traceback(tmp_path):
     bad = tmp_path / "bad.mlir"
     bad.write_text("not mlir at all")
-    result = subprocess.run([sys.executable, "-c", "from pmapc.tools.main import entry_point;"
-                             "entry_point()", "opt", str(bad)],
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from pmapc.tools.main import entry_point;entry_point()",
+            "opt",
+            str(bad),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 1
     assert "error:" in result.stderr and "Traceback" not in result.stderr
 
 
 @pytest.mark.parametrize(
     ("example", "expected"),
-    [("quickstart.py", "agrees with numpy: True"),
-     ("mlp_training.py", "weights agree with single-device training: True")],
+    [
+        ("quickstart.py", "agrees with numpy: True"),
+        ("mlp_training.py", "weights agree with single-device training: True"),
+    ],
 )
 def test_examples_run(example, expected):
-    result = subprocess.run([sys.executable, str(ROOT / "examples" / example)],
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / example)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr
     assert expected in result.stdout
 
 
 def test_trace_mlp_example(capsys):
-    argv = ["trace", f"{ROOT / 'examples' / 'mlp_training.py'}:train_step", "--arg",
-            "f32[4,8,8]", "--arg", "f32[4,8,4]", "--arg", "f32[2,16,8]", "--arg", "f32[2,16,4]",
-            "--emit=spmd"]
+    argv = [
+        "trace",
+        f"{ROOT / 'examples' / 'mlp_training.py'}:train_step",
+        "--arg",
+        "f32[4,8,8]",
+        "--arg",
+        "f32[4,8,4]",
+        "--arg",
+        "f32[2,16,8]",
+        "--arg",
+        "f32[2,16,4]",
+        "--emit=spmd",
+    ]
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "stablehlo.all_reduce" in out and "pmapc.split" in out

@@ -56,8 +56,7 @@ def test_every_collective_on_complex64_in_both_forms(kind, target):
     assert expected.dtype == np.complex64
     compiled = pmapc.lower(nest(pmapc.pmap, BODIES[kind]), x, target=target).compile()
     np.testing.assert_allclose(np.asarray(compiled(x)), expected, rtol=1e-6)
-    np.testing.assert_allclose(np.asarray(nest(pmapc.pmap, BODIES[kind])(x)), expected,
-                               rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(nest(pmapc.pmap, BODIES[kind])(x)), expected, rtol=1e-6)
 
 
 @pytest.mark.parametrize("kind", BODIES)
@@ -72,8 +71,7 @@ def test_gradients_through_complex_collectives(kind):
         return lambda v: jnp.real(jnp.sum(nest(mapper, BODIES[kind])(v) * weights))
 
     expected = np.asarray(jax.grad(loss(vmap_mapper))(x))
-    np.testing.assert_allclose(np.asarray(jax.grad(loss(pmapc.pmap))(x)), expected,
-                               rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(jax.grad(loss(pmapc.pmap))(x)), expected, rtol=1e-6)
 
 
 def test_complex128_with_x64():

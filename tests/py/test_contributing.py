@@ -39,9 +39,16 @@ def example_pass():
     section = CONTRIBUTING.read_text().split("## Adding a pass", 1)[1]
     code = re.search(r"```python\n(.*?)```", section, re.DOTALL)
     assert code is not None, "CONTRIBUTING.md's 'Adding a pass' has no python block"
-    names = {"dataclasses": dataclasses, "ClassVar": ClassVar, "ir": ir, "hlo": hlo,
-             "patterns": patterns, "Analyses": Analyses, "Rewriter": Rewriter,
-             "index_of": index_of}
+    names = {
+        "dataclasses": dataclasses,
+        "ClassVar": ClassVar,
+        "ir": ir,
+        "hlo": hlo,
+        "patterns": patterns,
+        "Analyses": Analyses,
+        "Rewriter": Rewriter,
+        "index_of": index_of,
+    }
     exec(compile(code.group(1), str(CONTRIBUTING), "exec"), names)
     return next(value for name, value in names.items() if name.endswith("Pass"))
 
@@ -72,4 +79,3 @@ def test_the_example_pass_folds_a_chain_of_reshapes(chain):
     preserved = analyses.preserved()
     assert op_index in preserved
     assert pipeline.holds(op_index, preserved[op_index], chain)
-

@@ -30,9 +30,9 @@ def raises_at_line(error_type, call, line, *keywords):
     return message
 
 
-def next_line():
-    """The line after the caller's (where a test puts the statement that errs)."""
-    return inspect.currentframe().f_back.f_lineno + 1
+def raises_at_call(error_type, call, *keywords):
+    """`raises_at_line` at the line of `call`, a lambda that calls the user's function."""
+    return raises_at_line(error_type, call, call.__code__.co_firstlineno, *keywords)
 
 
 def nest(inner_body, **inner_kw):
@@ -50,8 +50,9 @@ def test_unbound_axis():
         return jax.lax.psum(y, "nope")
 
     line = inspect.getsourcelines(body)[1] + 1
-    raises_at_line(pmapc.AxisError, lambda: nest(body)(X), line,
-                   "'nope'", "bound axes are 'data', 'model'")
+    raises_at_line(
+        pmapc.AxisError, lambda: nest(body)(X), line, "'nope'", "bound axes are 'data', 'model'"
+    )
 
 
 def test_axis_named_twice():
@@ -60,8 +61,13 @@ def test_axis_named_twice():
 
     # JAX raises a ValueError for a repeated axis; pmapc's ArgumentError is one.
     line = inspect.getsourcelines(body)[1] + 1
-    raises_at_line(ValueError, lambda: nest(body)(X), line,
-                   "axis 'data' is named twice in ('data', 'data')", "name each axis once")
+    raises_at_line(
+        ValueError,
+        lambda: nest(body)(X),
+        line,
+        "axis 'data' is named twice in ('data', 'data')",
+        "name each axis once",
+    )
 
 
 # -- mapped dimensions, in_axes and out_axes -------------------------------------
@@ -69,52 +75,69 @@ def test_axis_named_twice():
 
 def test_mapped_dimensions_disagree():
     f = pmapc.pmap(lambda a, b: a + b.sum(), axis_name="data")
-    line = next_line()
-    raises_at_line(pmapc.ShapeError, lambda: f(X, np.ones((3, 2), np.float32)), line,
-                   "pmap got inconsistent sizes for array axes to be mapped",
-                   "one axis had size 2: axis 0 of argument a of type float32[2,4,8]",
-                   "one axis had size 3: axis 0 of argument b of type float32[3,2]",
-                   "'data': every mapped dimension must have the same size")
+    raises_at_call(
+        pmapc.ShapeError,
+        lambda: f(X, np.ones((3, 2), np.float32)),
+        "pmap got inconsistent sizes for array axes to be mapped",
+        "one axis had size 2: axis 0 of argument a of type float32[2,4,8]",
+        "one axis had size 3: axis 0 of argument b of type float32[3,2]",
+        "'data': every mapped dimension must have the same size",
+    )
 
 
 def test_axis_size_disagrees_with_arguments():
     f = pmapc.pmap(lambda a: a, axis_name="data", axis_size=3)
-    line = next_line()
-    raises_at_line(pmapc.ShapeError, lambda: f(X), line,
-                   "Specified axis_size 3 doesn't match received axis_size 2",
-                   "axis_size=3, but the mapped dimensions have size 2")
+    raises_at_call(
+        pmapc.ShapeError,
+        lambda: f(X),
+        "Specified axis_size 3 doesn't match received axis_size 2",
+        "axis_size=3, but the mapped dimensions have size 2",
+    )
 
 
 def test_in_axes_out_of_range():
     line = inspect.getsourcelines(nest)[1] + 2  # where nest() calls the inner map
-    raises_at_line(pmapc.ShapeError, lambda: nest(lambda y: y, in_axes=3)(X), line,
-                   "in_axes entry 3", "rank 2", "-2..1")
+    raises_at_line(
+        pmapc.ShapeError,
+        lambda: nest(lambda y: y, in_axes=3)(X),
+        line,
+        "in_axes entry 3",
+        "rank 2",
+        "-2..1",
+    )
 
 
 def test_out_axes_out_of_range():
     line = inspect.getsourcelines(nest)[1] + 2
-    raises_at_line(pmapc.ShapeError, lambda: nest(lambda y: y, out_axes=5)(X), line,
-                   "out_axes entry 5", "-2..1")
+    raises_at_line(
+        pmapc.ShapeError,
+        lambda: nest(lambda y: y, out_axes=5)(X),
+        line,
+        "out_axes entry 5",
+        "-2..1",
+    )
 
 
 def test_in_axes_not_matching_argument_tree():
     f = pmapc.pmap(lambda a, b: a, axis_name="data", in_axes=(0, {"k": 0}))
-    line = next_line()
-    raises_at_line(pmapc.ShapeError, lambda: f(X, X), line,
-                   "in_axes", "does not match", "PyTreeDef((*, *))")
+    raises_at_call(
+        pmapc.ShapeError, lambda: f(X, X), "in_axes", "does not match", "PyTreeDef((*, *))"
+    )
 
 
 def test_in_axes_count_not_matching_arguments():
     f = pmapc.pmap(lambda a, b: a, axis_name="data", in_axes=(0, 0, 0))
-    line = next_line()
-    raises_at_line(pmapc.ShapeError, lambda: f(X, X), line, "3 entries for 2")
+    raises_at_call(pmapc.ShapeError, lambda: f(X, X), "3 entries for 2")
 
 
 def test_no_mapped_argument_and_no_axis_size():
     f = pmapc.pmap(lambda a: a, axis_name="data", in_axes=None)
-    line = next_line()
-    raises_at_line(pmapc.ShapeError, lambda: f(X), line, "pass axis_size=N",
-                   "in_axes is None for every argument")
+    raises_at_call(
+        pmapc.ShapeError,
+        lambda: f(X),
+        "pass axis_size=N",
+        "in_axes is None for every argument",
+    )
 
 
 # -- devices ----------------------------------------------------------------------
@@ -122,36 +145,36 @@ def test_no_mapped_argument_and_no_axis_size():
 
 def test_more_devices_than_exist():
     f = pmapc.pmap(lambda x: pmapc.pmap(lambda y: y, axis_name="j")(x), axis_name="i")
-    line = next_line()
-    raises_at_line(pmapc.DeviceError, lambda: f(np.ones((4, 4), np.float32)), line,
-                   "needs 16 devices", "only 8", "use_host_devices(16)")
+    raises_at_call(
+        pmapc.DeviceError,
+        lambda: f(np.ones((4, 4), np.float32)),
+        "needs 16 devices",
+        "only 8",
+        "use_host_devices(16)",
+    )
 
 
 def test_devices_with_duplicates():
     f = pmapc.pmap(lambda a: a, axis_name="data", devices=[jax.devices()[0]] * 2)
-    line = next_line()
-    raises_at_line(pmapc.DeviceError, lambda: f(X), line,
-                   f"lists {jax.devices()[0]} twice (positions [0, 1])")
+    raises_at_call(
+        pmapc.DeviceError, lambda: f(X), f"lists {jax.devices()[0]} twice (positions [0, 1])"
+    )
 
 
 def test_empty_devices():
     f = pmapc.pmap(lambda a: a, axis_name="data", devices=[])
-    line = next_line()
-    raises_at_line(pmapc.DeviceError, lambda: f(X), line, "devices= is empty",
-                   "needs 2 devices")
+    raises_at_call(pmapc.DeviceError, lambda: f(X), "devices= is empty", "needs 2 devices")
 
 
 def test_devices_of_mixed_kinds():
     fake_gpu = types.SimpleNamespace(id=99, platform="gpu")
     f = pmapc.pmap(lambda a: a, axis_name="data", devices=[jax.devices()[0], fake_gpu])
-    line = next_line()
-    raises_at_line(pmapc.DeviceError, lambda: f(X), line, "mixes platforms", "one kind")
+    raises_at_call(pmapc.DeviceError, lambda: f(X), "mixes platforms", "one kind")
 
 
 def test_devices_count_not_matching_mesh():
     f = pmapc.pmap(lambda a: a, axis_name="data", devices=jax.devices()[:3])
-    line = next_line()
-    raises_at_line(pmapc.DeviceError, lambda: f(X), line, "needs 2 devices", "lists 3")
+    raises_at_call(pmapc.DeviceError, lambda: f(X), "needs 2 devices", "lists 3")
 
 
 def test_devices_on_an_inner_map():
@@ -161,8 +184,12 @@ def test_devices_on_an_inner_map():
         return inner(v)
 
     line = inspect.getsourcelines(outer)[1] + 1
-    raises_at_line(pmapc.DeviceError, lambda: pmapc.pmap(outer, axis_name="data")(X), line,
-                   "only the outermost map chooses devices")
+    raises_at_line(
+        pmapc.DeviceError,
+        lambda: pmapc.pmap(outer, axis_name="data")(X),
+        line,
+        "only the outermost map chooses devices",
+    )
 
 
 # -- arguments --------------------------------------------------------------------
@@ -170,56 +197,72 @@ def test_devices_on_an_inner_map():
 
 def test_unhashable_static_argument():
     f = pmapc.pmap(lambda a, s: a, axis_name="data", static_broadcasted_argnums=1)
-    line = next_line()
-    raises_at_line(pmapc.ArgumentError, lambda: f(X, [1, 2]), line, "must be hashable", "tuple")
+    raises_at_call(pmapc.ArgumentError, lambda: f(X, [1, 2]), "must be hashable", "tuple")
 
 
 def test_same_buffer_donated_twice():
     f = pmapc.pmap(lambda a, b: a + b, axis_name="data", donate_argnums=(0, 1))
-    line = next_line()
-    raises_at_line(pmapc.ArgumentError, lambda: f(X, X), line, "donated twice")
+    raises_at_call(pmapc.ArgumentError, lambda: f(X, X), "donated twice")
 
 
 @pytest.mark.parametrize(
     ("settings", "good", "bad", "error_type", "keyword"),
-    [({}, (X,), ("hello",), pmapc.ArgumentError, "args[0] is a str"),
-     ({"static_broadcasted_argnums": 1}, (X, 2), (X, [1, 2]), pmapc.ArgumentError,
-      "must be hashable"),
-     ({"donate_argnums": (0, 1)}, None, (X, X), pmapc.ArgumentError, "donated twice")],
+    [
+        ({}, (X,), ("hello",), pmapc.ArgumentError, "args[0] is a str"),
+        (
+            {"static_broadcasted_argnums": 1},
+            (X, 2),
+            (X, [1, 2]),
+            pmapc.ArgumentError,
+            "must be hashable",
+        ),
+        ({"donate_argnums": (0, 1)}, None, (X, X), pmapc.ArgumentError, "donated twice"),
+    ],
     ids=["non-array", "unhashable-static", "donated-twice"],
 )
-def test_a_warm_call_refuses_what_a_first_call_refuses(settings, good, bad, error_type,
-                                                        keyword):
+def test_a_warm_call_refuses_what_a_first_call_refuses(settings, good, bad, error_type, keyword):
     """After calls that went straight to the compiled map, more than MAX_IN_FLIGHT of
     them, a bad call still gets pmapc's error at its line."""
     f = pmapc.pmap(lambda a, b=1.0: a + b, axis_name="data", **settings)
     for _ in range(6):
         f(*(good if good is not None else (np.ones_like(X), np.ones_like(X))))
-    line = next_line()
-    raises_at_line(error_type, lambda: f(*bad), line, keyword)
+    raises_at_call(error_type, lambda: f(*bad), keyword)
 
 
 def test_unsupported_collective_is_refused_at_its_line():
     # pbroadcast is a real collective in JAX 0.10, not a marker: never an identity.
     body = lambda y: jax.lax.pbroadcast(y, ("model",), 2)  # noqa: E731
     line = inspect.getsourcelines(test_unsupported_collective_is_refused_at_its_line)[1] + 2
-    raises_at_line(pmapc.PmapcError, lambda: nest(body)(X), line, "'pbroadcast' is not "
-                   "supported by pmapc yet", "axis_index(axis) == source")
+    raises_at_line(
+        pmapc.PmapcError,
+        lambda: nest(body)(X),
+        line,
+        "'pbroadcast' is not supported by pmapc yet",
+        "axis_index(axis) == source",
+    )
 
 
 def test_bool_psum_scatter_is_refused_at_its_line():
     # JAX raises a TypeError for it too (its reducer, lax.add, refuses bool).
     body = lambda y: jax.lax.psum_scatter(y, "model", tiled=True)  # noqa: E731
     line = inspect.getsourcelines(test_bool_psum_scatter_is_refused_at_its_line)[1] + 2
-    raises_at_line(TypeError, lambda: nest(body)(X > 0), line,
-                   "'psum_scatter' does not take bool operands", "astype(jnp.int32)")
+    raises_at_line(
+        TypeError,
+        lambda: nest(body)(X > 0),
+        line,
+        "'psum_scatter' does not take bool operands",
+        "astype(jnp.int32)",
+    )
 
 
 def test_non_array_leaf():
     f = pmapc.pmap(lambda a: a, axis_name="data")
-    line = next_line()
-    raises_at_line(pmapc.ArgumentError, lambda: f("hello"), line,
-                   "args[0] is a str", "static_broadcasted_argnums")
+    raises_at_call(
+        pmapc.ArgumentError,
+        lambda: f("hello"),
+        "args[0] is a str",
+        "static_broadcasted_argnums",
+    )
 
 
 # -- collective shapes --------------------------------------------------------------
@@ -235,8 +278,14 @@ def test_non_array_leaf():
         (lambda y: jax.lax.ppermute(y, "model", [(0, 1), (2, 1)]), ["to index 1 twice"]),
         (lambda y: jax.lax.ppermute(y, "model", [(0, 5)]), ["index 5", "0..3"]),
     ],
-    ids=["psum_scatter", "all_to_all", "dimension", "ppermute_source",
-         "ppermute_target", "ppermute_range"],
+    ids=[
+        "psum_scatter",
+        "all_to_all",
+        "dimension",
+        "ppermute_source",
+        "ppermute_target",
+        "ppermute_range",
+    ],
 )
 def test_collective_shape_errors(body, keywords):
     line = inspect.getsourcelines(body)[1]
@@ -252,20 +301,36 @@ EXAMPLE = (pathlib.Path(__file__).parents[2] / "examples" / "nested_2x4.mlir").r
     ("text", "keywords"),
     [
         ("module { func.func @main( {", ["error:", "expected"]),
-        (EXAMPLE.replace("@pmapc.ppermute", "@pmapc.shuffle"),
-         ["unknown pmapc op 'pmapc.shuffle'"]),
+        (
+            EXAMPLE.replace("@pmapc.ppermute", "@pmapc.shuffle"),
+            ["unknown pmapc op 'pmapc.shuffle'"],
+        ),
         (EXAMPLE.replace('axis_name = "model", ', ""), ["missing 'axis_name'"]),
-        (EXAMPLE.replace("axis_size = 4 : i64", 'axis_size = "four"'),
-         ["'axis_size' of 'pmapc.map' must be an integer"]),
+        (
+            EXAMPLE.replace("axis_size = 4 : i64", 'axis_size = "four"'),
+            ["'axis_size' of 'pmapc.map' must be an integer"],
+        ),
         (EXAMPLE.replace("tiled = true", "tiled = 1 : i64"), ["'tiled'", "must be a boolean"]),
-        (EXAMPLE.replace("called_computations = [@inner]", "called_computations = [@gone]"),
-         ["calls '@gone', which is not a function"]),
-        (EXAMPLE.replace("called_computations = [@inner]", "called_computations = [@outer]"),
-         ["recursive call @outer -> @outer"]),
+        (
+            EXAMPLE.replace("called_computations = [@inner]", "called_computations = [@gone]"),
+            ["calls '@gone', which is not a function"],
+        ),
+        (
+            EXAMPLE.replace("called_computations = [@inner]", "called_computations = [@outer]"),
+            ["recursive call @outer -> @outer"],
+        ),
         (EXAMPLE.replace("@main", "@start"), ["no entry function '@main'"]),
     ],
-    ids=["malformed", "unknown_target", "missing_key", "mistyped_size", "mistyped_flag",
-         "missing_callee", "map_calls_itself", "no_main"],
+    ids=[
+        "malformed",
+        "unknown_target",
+        "missing_key",
+        "mistyped_size",
+        "mistyped_flag",
+        "missing_callee",
+        "map_calls_itself",
+        "no_main",
+    ],
 )
 def test_bad_modules(text, keywords, tmp_path, capsys):
     path = tmp_path / "bad.mlir"
@@ -289,8 +354,11 @@ def test_unknown_pass(tmp_path, capsys):
 
 @pytest.mark.parametrize(
     ("category", "error_class"),
-    [(Category.AXIS, pmapc.AxisError), (Category.SHAPE, pmapc.ShapeError),
-     (Category.IR, pmapc.DiagnosticError)],
+    [
+        (Category.AXIS, pmapc.AxisError),
+        (Category.SHAPE, pmapc.ShapeError),
+        (Category.IR, pmapc.DiagnosticError),
+    ],
 )
 def test_typed_error_follows_the_category(category, error_class):
     where = SourceLoc("prog.py", 7, 3)
@@ -320,17 +388,23 @@ def test_unnamed_map_has_a_readable_name():
         return a + b
 
     f = pmapc.pmap(rows)
-    line = next_line()
-    raises_at_line(pmapc.ShapeError, lambda: f(X, np.ones((3, 4), np.float32)), line,
-                   "pmapc.pmap over '<unnamed axis of rows>': every mapped dimension")
+    raises_at_call(
+        pmapc.ShapeError,
+        lambda: f(X, np.ones((3, 4), np.float32)),
+        "pmapc.pmap over '<unnamed axis of rows>': every mapped dimension",
+    )
     np.testing.assert_array_equal(np.asarray(f(X, X)), 2 * X)
 
 
 @pytest.mark.parametrize(
     ("settings", "message"),
-    [({"static_broadcasted_argnums": 1}, "static_broadcasted_argnums=(1,), but 'add' was "
-      "called with 1 positional argument(s)"),
-     ({"donate_argnums": 3}, "donate_argnums=(3,), but 'add' was called with 1")],
+    [
+        (
+            {"static_broadcasted_argnums": 1},
+            "static_broadcasted_argnums=(1,), but 'add' was called with 1 positional argument(s)",
+        ),
+        ({"donate_argnums": 3}, "donate_argnums=(3,), but 'add' was called with 1"),
+    ],
     ids=["static", "donate"],
 )
 def test_argument_numbers_past_the_call(settings, message):
@@ -338,5 +412,4 @@ def test_argument_numbers_past_the_call(settings, message):
         return a + b
 
     f = pmapc.pmap(add, axis_name="data", **settings)
-    line = next_line()
-    raises_at_line(ValueError, lambda: f(X), line, message)
+    raises_at_call(ValueError, lambda: f(X), message)

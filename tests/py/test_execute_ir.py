@@ -101,8 +101,9 @@ class Case:
         return int(np.prod([self.sizes[self.names.index(a)] for a in self.axes]))
 
 
-def make_case(mesh, variant, axes, dtype, *, in_axes=None, out_axes=None, block=None,
-              params=None, unmapped=()) -> Case:
+def make_case(
+    mesh, variant, axes, dtype, *, in_axes=None, out_axes=None, block=None, params=None, unmapped=()
+) -> Case:
     """`variant` over `axes`; `params` override the variant's, `unmapped` adds operands
     (their in_axes per level) that the body adds to the first before the collective."""
     n = int(np.prod([dict(mesh)[a] for a in axes]))
@@ -111,8 +112,15 @@ def make_case(mesh, variant, axes, dtype, *, in_axes=None, out_axes=None, block=
     block = default_block if block is None else block  # () is a scalar block
     operands = [Operand(block, in_axes or (0,) * depth)]
     operands += [Operand(block, extra_in_axes) for extra_in_axes in unmapped]
-    return Case(mesh, kind, {**default_params, **(params or {})}, tuple(axes), dtype,
-                tuple(operands), out_axes or (0,) * depth)
+    return Case(
+        mesh,
+        kind,
+        {**default_params, **(params or {})},
+        tuple(axes),
+        dtype,
+        tuple(operands),
+        out_axes or (0,) * depth,
+    )
 
 
 # ----------------------------------------------------------------------------
@@ -238,9 +246,11 @@ def axes_text(axes) -> str:
 def map_lines(case: Case, depth: int, arg_types, result_type: str) -> list[str]:
     name, size = case.mesh[depth]
     args = ", ".join(f"%arg{i}" for i in range(len(arg_types)))
-    config = (f'axis_name = "{name}", axis_size = {size} : i64, '
-              f"in_axes = {axes_text([op.in_axes[depth] for op in case.operands])}, "
-              f"out_axes = {axes_text([case.out_axes[depth]])}")
+    config = (
+        f'axis_name = "{name}", axis_size = {size} : i64, '
+        f"in_axes = {axes_text([op.in_axes[depth] for op in case.operands])}, "
+        f"out_axes = {axes_text([case.out_axes[depth]])}"
+    )
     return [
         f"%0 = stablehlo.custom_call @pmapc.map({args}) {{called_computations = "
         f"[@depth{depth + 1}], api_version = 4 : i32, backend_config = {{{config}}}}} : "
@@ -255,11 +265,17 @@ def body_lines(case: Case, arg_types, result_type: str) -> list[str]:
     for i in range(1, len(arg_types)):
         lines.append(f"%sum{i} = stablehlo.add {value}, %arg{i} : {arg_types[0]}")
         value = f"%sum{i}"
-    config = ", ".join([f"axes = [{', '.join(f'{chr(34)}{a}{chr(34)}' for a in case.axes)}]",
-                        *(f"{k} = {attribute_text(v)}" for k, v in case.params.items())])
+    config = ", ".join(
+        [
+            f"axes = [{', '.join(f'{chr(34)}{a}{chr(34)}' for a in case.axes)}]",
+            *(f"{k} = {attribute_text(v)}" for k, v in case.params.items()),
+        ]
+    )
     operand, operand_type = (value, arg_types[0]) if case.kind != "axis_index" else ("", "")
-    lines.append(f"%r = stablehlo.custom_call @pmapc.{case.kind}({operand}) {{api_version = 4 "
-                 f": i32, backend_config = {{{config}}}}} : ({operand_type}) -> {result_type}")
+    lines.append(
+        f"%r = stablehlo.custom_call @pmapc.{case.kind}({operand}) {{api_version = 4 "
+        f": i32, backend_config = {{{config}}}}} : ({operand_type}) -> {result_type}"
+    )
     lines.append(f"return %r : {result_type}")
     return lines
 
@@ -277,8 +293,11 @@ def program_text(case: Case, result_block: tuple[int, ...], result_element: str)
             lines = body_lines(case, arg_types, result_type)
         header = "public @main" if depth == 0 else f"private @depth{depth}"
         params = ", ".join(f"%arg{i}: {t}" for i, t in enumerate(arg_types))
-        functions.append(f"  func.func {header}({params}) -> {result_type} {{\n"
-                         + "".join(f"    {line}\n" for line in lines) + "  }\n")
+        functions.append(
+            f"  func.func {header}({params}) -> {result_type} {{\n"
+            + "".join(f"    {line}\n" for line in lines)
+            + "  }\n"
+        )
     return "module {\n" + "".join(functions) + "}\n"
 
 
@@ -318,7 +337,8 @@ def check_case(case: Case, compile_ir, rng: np.random.Generator) -> None:
 
 def assert_matches(actual: np.ndarray, expected: np.ndarray) -> None:
     assert actual.dtype == expected.dtype and actual.shape == expected.shape, (
-        f"got {actual.dtype}{list(actual.shape)}, expected {expected.dtype}{list(expected.shape)}")
+        f"got {actual.dtype}{list(actual.shape)}, expected {expected.dtype}{list(expected.shape)}"
+    )
     if actual.dtype == np.float32:
         np.testing.assert_allclose(actual, expected, rtol=1e-6)
     else:
@@ -338,8 +358,12 @@ def collective_cases() -> list:
             for dtype in ("f32", "i32") if variant != "axis_index" else ("i32",):
                 case = make_case(mesh, variant, axes, dtype)
                 cases.append(pytest.param(case, id=case_id(case, variant)))
-    for mesh, axes in [(MESH_2X4, ("model", "data")), (MESH_2X4, ("model",)),
-                       (MESH_2X2X2, ("c", "a")), (MESH_2X2X2, ("b",))]:
+    for mesh, axes in [
+        (MESH_2X4, ("model", "data")),
+        (MESH_2X4, ("model",)),
+        (MESH_2X2X2, ("c", "a")),
+        (MESH_2X2X2, ("b",)),
+    ]:
         for variant in ("pmax", "pmin"):
             case = make_case(mesh, variant, axes, "i1", block=(4, 5))
             cases.append(pytest.param(case, id=case_id(case, variant)))

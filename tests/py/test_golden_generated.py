@@ -45,7 +45,8 @@ def test_the_recorded_programs_are_the_generated_ones(goldens):
     assert not missing and not stale, (
         f"rerun scripts/record_generated_goldens.py: {len(missing)} programs have no goldens "
         f"(e.g. {sorted(missing)[:3]}), {len(stale)} goldens no program (e.g. "
-        f"{sorted(stale)[:3]})")
+        f"{sorted(stale)[:3]})"
+    )
 
 
 def assert_same_array(got: np.ndarray, want: np.ndarray, where: str) -> None:
@@ -53,8 +54,9 @@ def assert_same_array(got: np.ndarray, want: np.ndarray, where: str) -> None:
     assert got.dtype == want.dtype, f"{where}: dtype {got.dtype} != {want.dtype}"
     if want.dtype in TOLERANCES:
         rtol, atol = TOLERANCES[want.dtype]
-        np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32),
-                                   rtol=rtol, atol=atol, err_msg=where)
+        np.testing.assert_allclose(
+            got.astype(np.float32), want.astype(np.float32), rtol=rtol, atol=atol, err_msg=where
+        )
     else:
         np.testing.assert_array_equal(got, want, err_msg=where)
 
@@ -63,18 +65,22 @@ def assert_same_array(got: np.ndarray, want: np.ndarray, where: str) -> None:
 def test_pmapc_matches_jax_0_4_30(program: Program, goldens: dict[str, Recorded]):
     assert program.name in goldens, "no goldens: rerun scripts/record_generated_goldens.py"
     recorded = goldens[program.name]
-    inputs = [recorded.arrays[f"input{k}"] for k in range(len(recorded.arrays))
-              if f"input{k}" in recorded.arrays]
+    inputs = [
+        recorded.arrays[f"input{k}"]
+        for k in range(len(recorded.arrays))
+        if f"input{k}" in recorded.arrays
+    ]
     if recorded.error is not None:
         try:
             evaluate(program, pmapc.pmap, inputs)
         except getattr(builtins, recorded.error):
             return
-        pytest.fail(f"pmapc raised nothing; JAX 0.4.30 raised {recorded.error_type}: "
-                    f"{recorded.error_message}")
+        pytest.fail(
+            f"pmapc raised nothing; JAX 0.4.30 raised {recorded.error_type}: "
+            f"{recorded.error_message}"
+        )
     actual = evaluate(program, pmapc.pmap, inputs)
-    expected = {key: value for key, value in recorded.arrays.items()
-                if not key.startswith("input")}
+    expected = {key: value for key, value in recorded.arrays.items() if not key.startswith("input")}
     assert sorted(actual) == sorted(expected), "evaluate returned other arrays than recorded"
     for key, want in expected.items():
         if program.jax_gradient_wrong and key.startswith("grad"):
@@ -82,5 +88,6 @@ def test_pmapc_matches_jax_0_4_30(program: Program, goldens: dict[str, Recorded]
         assert_same_array(np.asarray(actual[key]), want, f"{program.name}/{key}")
     if program.jax_gradient_wrong:
         fun = program.build(pmapc.pmap)
-        jax.test_util.check_grads(fun, tuple(jnp.asarray(x) for x in inputs), order=1,
-                                  modes=["rev"], atol=1e-2, rtol=1e-2)
+        jax.test_util.check_grads(
+            fun, tuple(jnp.asarray(x) for x in inputs), order=1, modes=["rev"], atol=1e-2, rtol=1e-2
+        )

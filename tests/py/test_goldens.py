@@ -28,8 +28,9 @@ def goldens() -> dict[str, np.ndarray]:
 def recorded_for(goldens: dict[str, np.ndarray], program: Program) -> dict[str, np.ndarray]:
     """The program's recorded arrays, keyed without the `{program}/` prefix."""
     prefix = f"{program.name}/"
-    return {key.removeprefix(prefix): value for key, value in goldens.items()
-            if key.startswith(prefix)}
+    return {
+        key.removeprefix(prefix): value for key, value in goldens.items() if key.startswith(prefix)
+    }
 
 
 def test_every_program_has_goldens(goldens):

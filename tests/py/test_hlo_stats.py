@@ -43,8 +43,13 @@ EXPECTED_BYTES = {
     "all-to-all": (1 / 2) * BLOCK,  # over x
     "collective-permute": BLOCK,
 }
-EXPECTED_COUNTS = {"all-reduce": 2, "all-gather": 1, "reduce-scatter": 1, "all-to-all": 1,
-                   "collective-permute": 1}
+EXPECTED_COUNTS = {
+    "all-reduce": 2,
+    "all-gather": 1,
+    "reduce-scatter": 1,
+    "all-to-all": 1,
+    "collective-permute": 1,
+}
 
 
 def recorded(version: str) -> str:
@@ -67,21 +72,26 @@ def test_recorded_hlo_of_each_jax_end(version):
 
 def test_the_running_jax_hlo():
     mesh = Mesh(np.array(jax.devices()[:8]).reshape(2, 4), ("x", "y"))
-    program = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P("x", "y"), out_specs=P(),
-                                    check_vma=False))
-    check(hlo_stats.collective_stats(program.lower(np.ones((16, 16), np.float32))
-                                     .compile().as_text()))
+    program = jax.jit(
+        jax.shard_map(body, mesh=mesh, in_specs=P("x", "y"), out_specs=P(), check_vma=False)
+    )
+    check(
+        hlo_stats.collective_stats(program.lower(np.ones((16, 16), np.float32)).compile().as_text())
+    )
 
 
-@pytest.mark.parametrize(("groups", "size"), [
-    ("mesh['x'=2,'y'=4] {'y'}", 4),
-    ("mesh['x'=2,'y'=4] {'y','x'}", 8),
-    ("mesh['data'=2,'model'=4] {}", 1),
-    ("mesh['x'=4,'y'=2] {'x':(2)2}", 2),  # a sub-axis: the second half of 'x'
-    ("{{0,4},{1,5},{2,6},{3,7}}", 2),
-    ("[2,4]<=[8]", 4),
-    ("{}", 8),
-])
+@pytest.mark.parametrize(
+    ("groups", "size"),
+    [
+        ("mesh['x'=2,'y'=4] {'y'}", 4),
+        ("mesh['x'=2,'y'=4] {'y','x'}", 8),
+        ("mesh['data'=2,'model'=4] {}", 1),
+        ("mesh['x'=4,'y'=2] {'x':(2)2}", 2),  # a sub-axis: the second half of 'x'
+        ("{{0,4},{1,5},{2,6},{3,7}}", 2),
+        ("[2,4]<=[8]", 4),
+        ("{}", 8),
+    ],
+)
 def test_group_size_of_each_form(groups, size):
     assert hlo_stats.group_size(f"%x), channel_id=1, replica_groups={groups}, x", 8) == size
 

@@ -65,8 +65,11 @@ def device_count(mesh) -> int:
 def group_members(mesh, device: int, axes, index_groups) -> list[int]:
     """The devices `device` acts with, in their index group's order."""
     mine = coords_of(mesh, device)
-    same_elsewhere = [d for d in range(device_count(mesh))
-                      if all(coords_of(mesh, d)[n] == mine[n] for n, _ in mesh if n not in axes)]
+    same_elsewhere = [
+        d
+        for d in range(device_count(mesh))
+        if all(coords_of(mesh, d)[n] == mine[n] for n, _ in mesh if n not in axes)
+    ]
     by_position = {position(mesh, coords_of(mesh, d), axes): d for d in same_elsewhere}
     (group,) = [g for g in index_groups if position(mesh, mine, axes) in g]
     return [by_position[index] for index in group]
@@ -76,18 +79,22 @@ def group_members(mesh, device: int, axes, index_groups) -> list[int]:
 # Pure index math: replica groups
 
 
-@pytest.mark.parametrize("mesh, axes, index_groups", [
-    (MESH_8, ("i",), SCATTERED_PAIRS_8),
-    (MESH_2X4, ("model",), PAIRS_4),
-    (MESH_2X4, ("data",), [[1], [0]]),
-    (MESH_2X4, DM, CROSSED_8),
-    (MESH_2X4, MD, CROSSED_8),
-    (MESH_2X4, MD, [[7, 0, 3, 4], [1, 2, 5, 6]]),
-])
+@pytest.mark.parametrize(
+    "mesh, axes, index_groups",
+    [
+        (MESH_8, ("i",), SCATTERED_PAIRS_8),
+        (MESH_2X4, ("model",), PAIRS_4),
+        (MESH_2X4, ("data",), [[1], [0]]),
+        (MESH_2X4, DM, CROSSED_8),
+        (MESH_2X4, MD, CROSSED_8),
+        (MESH_2X4, MD, [[7, 0, 3, 4], [1, 2, 5, 6]]),
+    ],
+)
 def test_replica_groups_split_each_group_by_index_groups(mesh, axes, index_groups):
     groups = replica_groups_for(Mesh(*zip(*mesh)), axes, index_groups)
-    expected = {tuple(group_members(mesh, d, axes, index_groups))
-                for d in range(device_count(mesh))}
+    expected = {
+        tuple(group_members(mesh, d, axes, index_groups)) for d in range(device_count(mesh))
+    }
     assert {tuple(row) for row in groups.tolist()} == expected
     assert len(groups) == len(expected)
 
@@ -107,20 +114,24 @@ def test_uneven_index_groups_are_padded_with_minus_one():
 # The rules JAX 0.4 applies to index groups
 
 
-@pytest.mark.parametrize("index_groups, fault", [
-    ([[0, 1]], "indices 2, 3 in no group"),
-    ([[0, 1], [2, 4]], "index 4 out of range"),
-    ([[0, 1], [1, 2, 3]], "index 1 more than once"),
-    ([[0, 1, 2, 3], []], "every group must hold at least one index"),
-    ([], "every group must hold at least one index"),
-])
+@pytest.mark.parametrize(
+    "index_groups, fault",
+    [
+        ([[0, 1]], "indices 2, 3 in no group"),
+        ([[0, 1], [2, 4]], "index 4 out of range"),
+        ([[0, 1], [1, 2, 3]], "index 1 more than once"),
+        ([[0, 1, 2, 3], []], "every group must hold at least one index"),
+        ([], "every group must hold at least one index"),
+    ],
+)
 def test_index_groups_must_cover_every_index_once(index_groups, fault):
     where = shapes.describe_axes(["i"], 4, index_groups)
     with pytest.raises(ShapeError) as caught:
         shapes.check_index_groups("psum", index_groups, where, 4, equal_sizes=False)
     assert str(caught.value) == (
         f"'psum' over 'i' (size 4, axis_index_groups {index_groups}): axis_index_groups "
-        f"must cover all indices exactly once ({fault}); put each index 0..3 in one group")
+        f"must cover all indices exactly once ({fault}); put each index 0..3 in one group"
+    )
 
 
 @pytest.mark.parametrize("kind", ["all_gather", "psum_scatter", "all_to_all"])
@@ -142,10 +153,10 @@ GROUPED_CALLS = {
     "pmax": lambda x: lax.pmax(x, "i", axis_index_groups=[[0], [1, 2, 3, 4, 5, 6, 7]]),
     "pmin": lambda x: lax.pmin(x, "i", axis_index_groups=HALVES_8),
     "all_gather": lambda x: lax.all_gather(x, "i", axis=1, axis_index_groups=HALVES_8),
-    "psum_scatter": lambda x: lax.psum_scatter(x, "i", scatter_dimension=1, tiled=True,
-                                               axis_index_groups=SCATTERED_PAIRS_8),
-    "all_to_all": lambda x: lax.all_to_all(x, "i", 0, 1, tiled=True,
-                                           axis_index_groups=HALVES_8),
+    "psum_scatter": lambda x: lax.psum_scatter(
+        x, "i", scatter_dimension=1, tiled=True, axis_index_groups=SCATTERED_PAIRS_8
+    ),
+    "all_to_all": lambda x: lax.all_to_all(x, "i", 0, 1, tiled=True, axis_index_groups=HALVES_8),
 }
 OPERAND = jnp.zeros((4, 8), jnp.float32)
 
@@ -184,7 +195,8 @@ def test_index_groups_round_trip_through_the_ir(kind):
         op = dialect.create_collective(b, kind, [], [], ["i"], params)
         assert dialect.read_collective(op).params == params
         op = dialect.create_collective(
-            b, kind, [], [], ["i"], dataclasses.replace(params, axis_index_groups=None))
+            b, kind, [], [], ["i"], dataclasses.replace(params, axis_index_groups=None)
+        )
         assert dialect.read_collective(op).params.index_groups is None
         assert "axis_index_groups" not in ir.as_dict(op.attributes["backend_config"])
 
@@ -200,15 +212,26 @@ def nest(body, mesh):
     return fun
 
 
-RESULTS = ("psum", "pmean", "pmax", "pmin", "all_gather", "all_gather_tiled", "psum_scatter",
-           "psum_scatter_untiled", "all_to_all")
+RESULTS = (
+    "psum",
+    "pmean",
+    "pmax",
+    "pmin",
+    "all_gather",
+    "all_gather_tiled",
+    "psum_scatter",
+    "psum_scatter_untiled",
+    "all_to_all",
+)
 
 
 def grouped_body(axes, index_groups):
     def body(x):
         g = len(index_groups[0])
+
         def kw(**more):
             return dict(axis_index_groups=index_groups, **more)
+
         return {
             "psum": lax.psum(x, axes, **kw()),
             "pmean": lax.pmean(x, axes, **kw()),
@@ -220,6 +243,7 @@ def grouped_body(axes, index_groups):
             "psum_scatter_untiled": lax.psum_scatter(x[:g], axes, **kw()),
             "all_to_all": lax.all_to_all(x, axes, 0, 0, **kw(tiled=True)),
         }
+
     return body
 
 
@@ -244,14 +268,18 @@ def expected_values(mesh, axes, index_groups, blocks) -> dict[str, np.ndarray]:
     return {key: np.stack(values) for key, values in results.items()}
 
 
-@pytest.mark.parametrize("mesh, axes, index_groups", [
-    (MESH_8, "i", HALVES_8),
-    (MESH_8, "i", SCATTERED_PAIRS_8),
-    (MESH_2X4, "model", PAIRS_4),
-    (MESH_2X4, DM, CROSSED_8),
-    (MESH_2X4, MD, CROSSED_8),
-    (MESH_2X4, MD, [[7, 0], [1, 6], [2, 5], [3, 4]]),
-], ids=lambda v: str(v).replace(" ", ""))
+@pytest.mark.parametrize(
+    "mesh, axes, index_groups",
+    [
+        (MESH_8, "i", HALVES_8),
+        (MESH_8, "i", SCATTERED_PAIRS_8),
+        (MESH_2X4, "model", PAIRS_4),
+        (MESH_2X4, DM, CROSSED_8),
+        (MESH_2X4, MD, CROSSED_8),
+        (MESH_2X4, MD, [[7, 0], [1, 6], [2, 5], [3, 4]]),
+    ],
+    ids=lambda v: str(v).replace(" ", ""),
+)
 def test_values_match_numpy(mesh, axes, index_groups):
     sizes = [size for _, size in mesh]
     x = np.random.default_rng(device_count(mesh)).integers(-8, 9, (*sizes, 8, 3))
@@ -267,10 +295,15 @@ def test_values_match_numpy(mesh, axes, index_groups):
 def test_uneven_all_reduces_match_numpy():
     """All-reduces in groups of 1 and 3; pmean divides by the first group's size (JAX's
     psum(1, ...) under index groups), as JAX 0.4.30 does."""
+
     def body(x):
         kw = dict(axis_index_groups=UNEVEN_4)
-        return (lax.psum(x, "model", **kw), lax.pmax(x, "model", **kw),
-                lax.pmin(x, "model", **kw), lax.pmean(x, "model", **kw))
+        return (
+            lax.psum(x, "model", **kw),
+            lax.pmax(x, "model", **kw),
+            lax.pmin(x, "model", **kw),
+            lax.pmean(x, "model", **kw),
+        )
 
     x = np.random.default_rng(3).integers(-8, 9, (2, 4, 5)).astype(np.float32)
     psum, pmax, pmin, pmean = (np.asarray(r).reshape(8, 5) for r in nest(body, MESH_2X4)(x))
@@ -285,9 +318,12 @@ def test_uneven_all_reduces_match_numpy():
 
 def test_both_target_forms_run_index_groups(run_ir):
     """The traced IR, run in partition and replica form (padded uneven groups too)."""
+
     def body(x):
-        return (lax.psum(x, "model", axis_index_groups=UNEVEN_4),
-                lax.all_gather(x, MD, axis_index_groups=CROSSED_8))
+        return (
+            lax.psum(x, "model", axis_index_groups=UNEVEN_4),
+            lax.all_gather(x, MD, axis_index_groups=CROSSED_8),
+        )
 
     x = np.random.default_rng(5).integers(-8, 9, (2, 4, 3)).astype(np.float32)
     text = pmapc.lower(nest(body, MESH_2X4), x).as_text("pmapc")
@@ -298,8 +334,9 @@ def test_both_target_forms_run_index_groups(run_ir):
         at = (coords["data"], coords["model"])
         summed = blocks[group_members(MESH_2X4, device, ("model",), UNEVEN_4)].sum(0)
         np.testing.assert_allclose(psum[at], summed)
-        np.testing.assert_allclose(gathered[at],
-                                   blocks[group_members(MESH_2X4, device, MD, CROSSED_8)])
+        np.testing.assert_allclose(
+            gathered[at], blocks[group_members(MESH_2X4, device, MD, CROSSED_8)]
+        )
 
 
 # ----------------------------------------------------------------------------
@@ -328,24 +365,40 @@ def uneven_all_to_all(x):
     return lax.all_to_all(x, "i", 0, 0, tiled=True, axis_index_groups=[[0, 1, 2], [3, 4, 5, 6, 7]])
 
 
-@pytest.mark.parametrize("body, message", [
-    # JAX's own check (a ValueError in both versions), in pmapc's words
-    (repeated_index, "'pmean' over 'i' (size 8, axis_index_groups [[0, 1], [1, 2, 3, 4, 5, 6, "
-                     "7]]): axis_index_groups must cover all indices exactly once (index 1 more "
-                     "than once); put each index 0..7 in one group"),
-    # JAX 0.4.30 leaves this to XLA (which fails); pmapc refuses it at the call
-    (half_the_indices, "'psum' over 'i' (size 8, axis_index_groups [[0, 1], [2, 3]]): "
-                       "axis_index_groups must cover all indices exactly once (indices 4, 5, 6, "
-                       "7 in no group); put each index 0..7 in one group"),
-    # JAX 0.4.30: ValueError when lowering ('Invalid replica id -1', 'Replica groups must be
-    # equally sized')
-    (uneven_gather, "'all_gather' over 'i' (size 8, axis_index_groups [[0, 1, 2], [3, 4, 5, 6, "
-                    "7]]): axis_index_groups must all be the same size, got sizes 3, 5; split "
-                    "the indices into groups of one size"),
-    (uneven_all_to_all, "'all_to_all' over 'i' (size 8, axis_index_groups [[0, 1, 2], [3, 4, "
-                        "5, 6, 7]]): axis_index_groups must all be the same size, got sizes 3, 5;"
-                        " split the indices into groups of one size"),
-], ids=lambda v: getattr(v, "__name__", ""))
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        # JAX's own check (a ValueError in both versions), in pmapc's words
+        (
+            repeated_index,
+            "'pmean' over 'i' (size 8, axis_index_groups [[0, 1], [1, 2, 3, 4, 5, 6, "
+            "7]]): axis_index_groups must cover all indices exactly once (index 1 more "
+            "than once); put each index 0..7 in one group",
+        ),
+        # JAX 0.4.30 leaves this to XLA (which fails); pmapc refuses it at the call
+        (
+            half_the_indices,
+            "'psum' over 'i' (size 8, axis_index_groups [[0, 1], [2, 3]]): "
+            "axis_index_groups must cover all indices exactly once (indices 4, 5, 6, "
+            "7 in no group); put each index 0..7 in one group",
+        ),
+        # JAX 0.4.30: ValueError when lowering ('Invalid replica id -1', 'Replica groups must be
+        # equally sized')
+        (
+            uneven_gather,
+            "'all_gather' over 'i' (size 8, axis_index_groups [[0, 1, 2], [3, 4, 5, 6, "
+            "7]]): axis_index_groups must all be the same size, got sizes 3, 5; split "
+            "the indices into groups of one size",
+        ),
+        (
+            uneven_all_to_all,
+            "'all_to_all' over 'i' (size 8, axis_index_groups [[0, 1, 2], [3, 4, "
+            "5, 6, 7]]): axis_index_groups must all be the same size, got sizes 3, 5;"
+            " split the indices into groups of one size",
+        ),
+    ],
+    ids=lambda v: getattr(v, "__name__", ""),
+)
 def test_invalid_groups_raise_value_errors_at_the_users_line(body, message):
     x = np.zeros((8, 6), np.float32)
     with pytest.raises(ValueError) as caught:
@@ -360,15 +413,17 @@ def test_invalid_groups_raise_value_errors_at_the_users_line(body, message):
 def test_ppermute_takes_no_index_groups():
     """JAX's own TypeError, as in JAX 0.4.30."""
     with pytest.raises(TypeError, match="axis_index_groups"):
-        pmapc.pmap(lambda x: lax.ppermute(x, "i", [(0, 1)], axis_index_groups=PAIRS_4),
-                   "i")(np.zeros((4, 3), np.float32))
+        pmapc.pmap(lambda x: lax.ppermute(x, "i", [(0, 1)], axis_index_groups=PAIRS_4), "i")(
+            np.zeros((4, 3), np.float32)
+        )
 
 
 def test_index_groups_over_a_vmap_axis_are_refused_as_in_jax():
     """JAX 0.4.30's batching rule refuses index groups over the vmapped axis; those over
     other axes work under vmap (golden `groups_vmap_psum_model_data`)."""
-    inner = pmapc.pmap(lambda x: lax.psum(x, ("b", "i"), axis_index_groups=[
-        list(range(6)), list(range(6, 12))]), "i")
+    inner = pmapc.pmap(
+        lambda x: lax.psum(x, ("b", "i"), axis_index_groups=[list(range(6)), list(range(6, 12))]),
+        "i",
+    )
     with pytest.raises(NotImplementedError, match="axis_index_groups not supported in vmap"):
         jax.vmap(inner, axis_name="b")(np.zeros((3, 4, 2), np.float32))
-

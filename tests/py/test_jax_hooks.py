@@ -37,11 +37,15 @@ def error_of(function, *args) -> Exception:
 # -- frames read for messages ---------------------------------------------------
 
 
-@pytest.mark.parametrize("collective", [
-    lambda x: lax.psum(x, "nope"),
-    lambda x: lax.axis_index("nope") + x,
-    lambda x: lax.all_gather(x, "nope"),
-], ids=["psum", "axis_index", "all_gather"])
+@pytest.mark.parametrize(
+    "collective",
+    [
+        lambda x: lax.psum(x, "nope"),
+        lambda x: lax.axis_index("nope") + x,
+        lambda x: lax.all_gather(x, "nope"),
+    ],
+    ids=["psum", "axis_index", "all_gather"],
+)
 def test_unbound_axis_name_reads_the_axis_from_jax_frames(collective):
     error = error_of(collective, np.ones(4, np.float32))
     assert isinstance(error, NameError)
@@ -49,8 +53,9 @@ def test_unbound_axis_name_reads_the_axis_from_jax_frames(collective):
 
 
 def test_refused_index_groups_reads_the_call_from_jax_frames():
-    error = error_of(lambda x: lax.psum(x, "i", axis_index_groups=[[0, 1], [1, 2]]),
-                     np.ones(4, np.float32))
+    error = error_of(
+        lambda x: lax.psum(x, "i", axis_index_groups=[[0, 1], [1, 2]]), np.ones(4, np.float32)
+    )
     assert isinstance(error, ValueError)
     refused = jax_api.refused_index_groups(error)
     assert refused is not None
@@ -100,8 +105,9 @@ N = 4
 def all_to_all_in_numpy(x: np.ndarray, split: int, concat: int) -> np.ndarray:
     """Untiled all_to_all over N devices: out[d] stacks, along `concat`, every
     source j's block x[j] taken at index d along `split`."""
-    return np.stack([np.stack([np.take(x[j], d, axis=split) for j in range(N)], axis=concat)
-                     for d in range(N)])
+    return np.stack(
+        [np.stack([np.take(x[j], d, axis=split) for j in range(N)], axis=concat) for d in range(N)]
+    )
 
 
 def untiled_all_to_all_gradient(split: int, concat: int):
@@ -130,7 +136,8 @@ def test_gradient_of_an_untiled_all_to_all_takes_pmapcs_rule(split, concat):
 
 def test_the_rule_stays_installed_in_jaxs_table_and_jaxs_rule_runs_outside_maps():
     assert jax_api._ad_public.primitive_transposes[lax.all_to_all_p] is (
-        jax_api.ALL_TO_ALL_TRANSPOSE)
+        jax_api.ALL_TO_ALL_TRANSPOSE
+    )
 
     # Outside a map body JAX's own rule runs: a tiled all_to_all under a named
     # jax.vmap, differentiated by JAX alone.

@@ -34,8 +34,10 @@ def chains_strategy():
 def test_every_map_indexes_devices_as_jax_0_4(size_chains):
     # Siblings must fit the same devices: pad every chain with the outer sizes
     # of the longest so that they all share one outermost map.
-    chains = [tuple((f"m{depth}_{size}", size) for depth, size in enumerate([2, *sizes]))
-              for sizes in size_chains]
+    chains = [
+        tuple((f"m{depth}_{size}", size) for depth, size in enumerate([2, *sizes]))
+        for sizes in size_chains
+    ]
     result = layout.layout(chains)
     total = result.mesh.size
     assert total == max(math.prod(s for _, s in chain) for chain in chains)
@@ -45,7 +47,8 @@ def test_every_map_indexes_devices_as_jax_0_4(size_chains):
             axes = result.axes_of(sizes[:depth])
             for device in range(total):
                 assert axis_index_of(result.mesh, axes, device) == jax04_index(
-                    sizes[:depth], total, device)
+                    sizes[:depth], total, device
+                )
 
 
 def test_uniform_nests_keep_one_axis_per_depth():

@@ -64,6 +64,5 @@ def test_permutation_expanded_over_every_group():
 
 
 def test_one_dimensional_and_empty_meshes():
-    np.testing.assert_array_equal(replica_groups_for(Mesh(("i",), (8,)), ("i",)),
-                                  [list(range(8))])
+    np.testing.assert_array_equal(replica_groups_for(Mesh(("i",), (8,)), ("i",)), [list(range(8))])
     assert Mesh((), ()).size == 1

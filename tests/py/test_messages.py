@@ -18,7 +18,8 @@ import pmapc
 from pmapc.errors import PmapcError
 
 RECORDED = json.loads(
-    (pathlib.Path(__file__).parent / "goldens" / "jax0430_messages.json").read_text())
+    (pathlib.Path(__file__).parent / "goldens" / "jax0430_messages.json").read_text()
+)
 CASES = cases(pmapc.pmap, jax.devices())
 
 

@@ -45,9 +45,15 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def run_workers(tmp_path: Path, scenario: str, processes: int, devices: int,
-                mesh: tuple[int, int], *flags: str, wait_for: int | None = None
-                ) -> tuple[list[Finished], float]:
+def run_workers(
+    tmp_path: Path,
+    scenario: str,
+    processes: int,
+    devices: int,
+    mesh: tuple[int, int],
+    *flags: str,
+    wait_for: int | None = None,
+) -> tuple[list[Finished], float]:
     """Start `processes` workers, wait (bounded) for the first `wait_for` of them
     (default all), kill any still running, and return what each said and the
     seconds the wait took."""
@@ -60,10 +66,20 @@ def run_workers(tmp_path: Path, scenario: str, processes: int, devices: int,
     try:
         for process_id, log in enumerate(logs):
             with open(log, "w") as out:
-                command = [sys.executable, str(WORKER), scenario, str(process_id),
-                           str(processes), str(devices), *map(str, mesh), port, *flags]
-                children.append(subprocess.Popen(command, stdout=out,
-                                                 stderr=subprocess.STDOUT, env=env))
+                command = [
+                    sys.executable,
+                    str(WORKER),
+                    scenario,
+                    str(process_id),
+                    str(processes),
+                    str(devices),
+                    *map(str, mesh),
+                    port,
+                    *flags,
+                ]
+                children.append(
+                    subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
+                )
         for child in children[:wait_for]:
             child.wait(timeout=max(1.0, TIMEOUT_SECONDS - (time.monotonic() - started)))
         seconds = time.monotonic() - started
@@ -72,22 +88,27 @@ def run_workers(tmp_path: Path, scenario: str, processes: int, devices: int,
             if child.poll() is None:
                 child.kill()
                 child.wait(timeout=30)
-    return [_finished(child.returncode, log.read_text()) for child, log in
-            zip(children, logs)], seconds
+    return [
+        _finished(child.returncode, log.read_text()) for child, log in zip(children, logs)
+    ], seconds
 
 
 def _finished(returncode: int, output: str) -> Finished:
     """A worker's result line, found wherever gloo's output put it on its line."""
     decoder = json.JSONDecoder()
-    results = [decoder.raw_decode(line, line.index(RESULT_MARK) + len(RESULT_MARK))[0]
-               for line in output.splitlines() if RESULT_MARK in line]
+    results = [
+        decoder.raw_decode(line, line.index(RESULT_MARK) + len(RESULT_MARK))[0]
+        for line in output.splitlines()
+        if RESULT_MARK in line
+    ]
     return Finished(returncode, output, results[-1] if results else None)
 
 
 def _check_all_passed(finished: list[Finished], expected_checks: set[str]) -> None:
     for process_id, worker in enumerate(finished):
         assert worker.returncode == 0 and worker.result, (
-            f"process {process_id} exited with {worker.returncode}:\n{worker.output[-4000:]}")
+            f"process {process_id} exited with {worker.returncode}:\n{worker.output[-4000:]}"
+        )
         checks = worker.result["checks"]
         assert worker.result["process_id"] == process_id
         failed = sorted(name for name, ok in checks.items() if not ok)
@@ -95,21 +116,52 @@ def _check_all_passed(finished: list[Finished], expected_checks: set[str]) -> No
         assert expected_checks <= set(checks), sorted(expected_checks - set(checks))
 
 
-STEP_CHECKS = {f"call{call}:{name}" for call in (0, 1) for name in (
-    "psum_model", "psum_data", "psum_both", "gather_model", "gather_data",
-    "index_data", "index_model", "index_both", "out_axes_none")}
+STEP_CHECKS = {
+    f"call{call}:{name}"
+    for call in (0, 1)
+    for name in (
+        "psum_model",
+        "psum_data",
+        "psum_both",
+        "gather_model",
+        "gather_data",
+        "index_data",
+        "index_model",
+        "index_both",
+        "out_axes_none",
+    )
+}
 GLOBAL_CHECKS = {"global:psum_both", "global:gather_data", "global:out_axes_none"}
 
 
-@pytest.mark.parametrize(("processes", "devices", "mesh", "flags", "more_checks"), [
-    pytest.param(2, 4, (2, 4), ("--docs-example", "--aot", "--global"),
-                 {"docs_example", "aot-replicas:form", "aot-replicas:psum_both",
-                  "aot-partitions:gather_data", *GLOBAL_CHECKS}, id="2x4-on-2x4"),
-    pytest.param(4, 2, (4, 2), ("--axis-size",), {"axis_size"}, id="4x2-on-4x2"),
-    pytest.param(2, 4, (4, 2), ("--global", "--devices-argument", "--errors"),
-                 {*GLOBAL_CHECKS, "devices_reversed", "error:inner_axes_too_big"},
-                 id="4x2-on-2x4"),
-])
+@pytest.mark.parametrize(
+    ("processes", "devices", "mesh", "flags", "more_checks"),
+    [
+        pytest.param(
+            2,
+            4,
+            (2, 4),
+            ("--docs-example", "--aot", "--global"),
+            {
+                "docs_example",
+                "aot-replicas:form",
+                "aot-replicas:psum_both",
+                "aot-partitions:gather_data",
+                *GLOBAL_CHECKS,
+            },
+            id="2x4-on-2x4",
+        ),
+        pytest.param(4, 2, (4, 2), ("--axis-size",), {"axis_size"}, id="4x2-on-4x2"),
+        pytest.param(
+            2,
+            4,
+            (4, 2),
+            ("--global", "--devices-argument", "--errors"),
+            {*GLOBAL_CHECKS, "devices_reversed", "error:inner_axes_too_big"},
+            id="4x2-on-2x4",
+        ),
+    ],
+)
 def test_layout(tmp_path, processes, devices, mesh, flags, more_checks):
     """Every process's rows of every result agree with numpy."""
     finished, _ = run_workers(tmp_path, "layout", processes, devices, mesh, *flags)
@@ -124,7 +176,8 @@ def test_peer_dies(tmp_path, how):
     flags = ("--stop",) if how == "stops" else ()
     finished, seconds = run_workers(tmp_path, "peer-dies", 2, 2, (2, 2), *flags, wait_for=1)
     assert all(w.result and w.result["event"] == "first call done" for w in finished), [
-        w.output[-2000:] for w in finished]
+        w.output[-2000:] for w in finished
+    ]
     assert finished[0].returncode != 0, finished[0].output[-2000:]
     assert seconds < 60, f"the survivor took {seconds:.0f} s to end"
     if how == "exits":
@@ -148,12 +201,15 @@ def stand_ins(processes: int, per_process: int) -> list[StandIn]:
     return [StandIn(p * 100 + i, p) for p in range(processes) for i in range(per_process)]
 
 
-@pytest.mark.parametrize(("processes", "per_process", "shape", "expected_ids"), [
-    (2, 4, (2, 4), [0, 1, 2, 3, 100, 101, 102, 103]),
-    (2, 4, (4, 2), [0, 1, 2, 3, 100, 101, 102, 103]),
-    (4, 2, (4, 2), [0, 1, 100, 101, 200, 201, 300, 301]),
-    (2, 4, (2, 2), [0, 1, 100, 101]),  # a process's first devices, rows process-major
-])
+@pytest.mark.parametrize(
+    ("processes", "per_process", "shape", "expected_ids"),
+    [
+        (2, 4, (2, 4), [0, 1, 2, 3, 100, 101, 102, 103]),
+        (2, 4, (4, 2), [0, 1, 2, 3, 100, 101, 102, 103]),
+        (4, 2, (4, 2), [0, 1, 100, 101, 200, 201, 300, 301]),
+        (2, 4, (2, 2), [0, 1, 100, 101]),  # a process's first devices, rows process-major
+    ],
+)
 def test_process_major_devices(processes, per_process, shape, expected_ids):
     mesh = Mesh(("data", "model"), shape)
     chosen = runtime.process_major_devices(mesh, stand_ins(processes, per_process))
@@ -161,23 +217,32 @@ def test_process_major_devices(processes, per_process, shape, expected_ids):
 
 
 def test_outermost_axis_must_split_evenly_over_processes():
-    with pytest.raises(pmapc.DeviceError, match=r"'data' of the mesh data=3xmodel=2 has size "
-                       r"3, which 2 processes cannot share.*multiple of 2"):
+    with pytest.raises(
+        pmapc.DeviceError,
+        match=r"'data' of the mesh data=3xmodel=2 has size "
+        r"3, which 2 processes cannot share.*multiple of 2",
+    ):
         runtime.process_major_devices(Mesh(("data", "model"), (3, 2)), stand_ins(2, 4))
 
 
 def test_inner_axes_must_fit_in_a_process():
-    with pytest.raises(pmapc.DeviceError, match=r"puts 1 row\(s\) of 8 device\(s\) on each of 2 "
-                       r"processes, 8 devices each, but process 0 has 4 cpu device\(s\).*"
-                       r"use_host_devices\(8\)"):
+    with pytest.raises(
+        pmapc.DeviceError,
+        match=r"puts 1 row\(s\) of 8 device\(s\) on each of 2 "
+        r"processes, 8 devices each, but process 0 has 4 cpu device\(s\).*"
+        r"use_host_devices\(8\)",
+    ):
         runtime.process_major_devices(Mesh(("data", "model"), (2, 8)), stand_ins(2, 4))
 
 
 def test_given_devices_hold_whole_rows_per_process():
     mesh = Mesh(("data", "model"), (2, 2))
     runtime.check_process_rows(mesh, [1, 1, 0, 0], 2)  # process 1 first is fine
-    with pytest.raises(pmapc.DeviceError, match=r"row 0 of the outermost axis 'data' on "
-                       r"processes \[0, 1\]"):
+    with pytest.raises(
+        pmapc.DeviceError,
+        match=r"row 0 of the outermost axis 'data' on "
+        r"processes \[0, 1\]",
+    ):
         runtime.check_process_rows(mesh, [0, 1, 0, 1], 2)
     with pytest.raises(pmapc.DeviceError, match=r"rows \[0, 1, 0, 1\].*consecutive"):
         runtime.check_process_rows(Mesh(("data", "model"), (4, 1)), [0, 1, 0, 1], 2)

@@ -35,13 +35,13 @@ def traced_ir(fun, *args) -> str:
 def check_pipeline(text: str) -> None:
     for target in TARGETS:
         module = ir.parse_module(text, ir.make_context())
-        pipeline.run_passes(module, pipeline.default_pipeline(target), verify_each=True,
-                            check_preserved=True)
+        pipeline.run_passes(
+            module, pipeline.default_pipeline(target), verify_each=True, check_preserved=True
+        )
 
 
 def nested(body, out_axes=0):
-    return pmapc.pmap(pmapc.pmap(body, axis_name="model", out_axes=out_axes),
-                      axis_name="data")
+    return pmapc.pmap(pmapc.pmap(body, axis_name="model", out_axes=out_axes), axis_name="data")
 
 
 def chain(x):
@@ -81,14 +81,25 @@ PROGRAMS = {
     "loop": (nested(in_a_loop), (X,)),
     "entry slices and result gathers": (nested(lambda x: x + 1), (X,)),
     "inner maps in a row": (
-        pmapc.pmap(lambda x: pmapc.pmap(jnp.sin, axis_name="model")(
-            pmapc.pmap(jnp.cos, axis_name="model")(x)), axis_name="data"), (X,)),
+        pmapc.pmap(
+            lambda x: pmapc.pmap(jnp.sin, axis_name="model")(
+                pmapc.pmap(jnp.cos, axis_name="model")(x)
+            ),
+            axis_name="data",
+        ),
+        (X,),
+    ),
     "gather below ops": (
-        pmapc.pmap(lambda x: pmapc.pmap(jnp.sin, axis_name="model")(x) * 3.0,
-                   axis_name="data"), (X,)),
-    "3-deep": (pmapc.pmap(pmapc.pmap(pmapc.pmap(
-        lambda x: lax.psum(x, ("a", "c")), axis_name="c"), axis_name="b"), axis_name="a"),
-        (X.reshape(2, 2, 2, 8),)),
+        pmapc.pmap(lambda x: pmapc.pmap(jnp.sin, axis_name="model")(x) * 3.0, axis_name="data"),
+        (X,),
+    ),
+    "3-deep": (
+        pmapc.pmap(
+            pmapc.pmap(pmapc.pmap(lambda x: lax.psum(x, ("a", "c")), axis_name="c"), axis_name="b"),
+            axis_name="a",
+        ),
+        (X.reshape(2, 2, 2, 8),),
+    ),
 }
 
 
@@ -98,8 +109,12 @@ def test_preserved_index_equals_a_fresh_walk(name):
     check_pipeline(traced_ir(fun, *args))
 
 
-@settings(max_examples=40, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=40,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(programs())
 def test_preserved_index_equals_a_fresh_walk_on_random_programs(program):
     fun = build(program, pmapc.pmap)
@@ -116,14 +131,16 @@ def test_the_nesting_walk_serves_every_pass(monkeypatch):
     functions = list(ir.functions(module))
     running, walked = ["verify-axes"], []
     walk_named = ir.walk_named
-    monkeypatch.setattr(ir, "walk_named", lambda op, names: walked.append(
-        (running[0], ir.symbol_name(op))) or walk_named(op, names))
+    monkeypatch.setattr(
+        ir,
+        "walk_named",
+        lambda op, names: walked.append((running[0], ir.symbol_name(op))) or walk_named(op, names),
+    )
 
     def after(pass_, _):
         running[0] = "after " + pass_.name
 
-    pipeline.run_passes(module, pipeline.default_pipeline(), verify_each=False,
-                        after_pass=after)
+    pipeline.run_passes(module, pipeline.default_pipeline(), verify_each=False, after_pass=after)
     assert walked == [("verify-axes", name) for name in functions]
     # The sink passes did rewrite: @main takes and returns each device's own block.
     main_type = ir.function_type(ir.functions(module)["main"])
@@ -152,8 +169,9 @@ def test_an_indexed_op_built_where_no_anchor_says_sends_its_function_to_a_walk()
     middle = block.operations[1]  # neither indexed nor first nor last
     with ir.building(module):
         f32 = ir.element_type_of(block.arguments[0].type)
-        rewriter.before(middle).create("stablehlo.reshape", [block.arguments[0]],
-                                       [ir.tensor_type([2, 2], f32)])
+        rewriter.before(middle).create(
+            "stablehlo.reshape", [block.arguments[0]], [ir.tensor_type([2, 2], f32)]
+        )
     assert keeper.stale == {"main"}
     assert keeper.result() == op_index(module)
 
@@ -175,8 +193,9 @@ def test_an_address_an_erased_op_frees_can_come_back_for_a_new_op():
         for _ in range(50):  # replace the reshape by a new one, again and again
             (old,) = ir.walk(main, "stablehlo.reshape")  # a new Python object each time
             f32 = ir.element_type_of(block.arguments[0].type)
-            new = rewriter.before(old).create("stablehlo.reshape", [block.arguments[0]],
-                                              [ir.tensor_type([2, 2], f32)])
+            new = rewriter.before(old).create(
+                "stablehlo.reshape", [block.arguments[0]], [ir.tensor_type([2, 2], f32)]
+            )
             keys.append(ir.op_key(new))
             rewriter.replace(old, [new.result])
     assert len(set(keys)) < len(keys)  # addresses came back

@@ -37,8 +37,9 @@ def check_against_oracle(outer_body, inner_body, x, **inner_kw):
     program = pmapc_nest(outer_body, inner_body, **inner_kw)
     got = program(x)
     want = vmap_nest(outer_body, inner_body, **inner_kw)(x)
-    jax.tree_util.tree_map(lambda g, w: np.testing.assert_allclose(
-        np.asarray(g), np.asarray(w), rtol=1e-6), got, want)
+    jax.tree_util.tree_map(
+        lambda g, w: np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-6), got, want
+    )
     return program.lower(x)
 
 
@@ -46,44 +47,55 @@ X = np.arange(2 * 4 * 8, dtype=np.float32).reshape(2, 4, 8) / 7
 
 
 def test_sink_slices_sends_each_device_its_block():
-    lowered = check_against_oracle(lambda inner, x: inner(x) * 2,
-                                   lambda y: jax.lax.psum(y, "model"), X)
+    lowered = check_against_oracle(
+        lambda inner, x: inner(x) * 2, lambda y: jax.lax.psum(y, "model"), X
+    )
     assert stage_changed(lowered, "fold-gather-slice", "sink-slices")
     assert 'tensor<1x1x8xf32> {pmapc.split = [["data"], ["model"], []]}' in lowered.as_text()
     assert "dynamic_slice" not in lowered.as_text()
 
 
 def test_sink_gathers_returns_blocks_without_all_gather():
-    lowered = check_against_oracle(lambda inner, x: inner(x),
-                                   lambda y: jax.lax.psum(y, "data") + 1, X)
+    lowered = check_against_oracle(
+        lambda inner, x: inner(x), lambda y: jax.lax.psum(y, "data") + 1, X
+    )
     assert stage_changed(lowered, "sink-slices", "sink-gathers")
     final = lowered.as_text()
     assert "all_gather" not in final
-    assert ('-> (tensor<1x1x8xf32> {jax.result_info = "result", '
-            'pmapc.split = [["data"], ["model"], []]})') in final
+    assert (
+        '-> (tensor<1x1x8xf32> {jax.result_info = "result", '
+        'pmapc.split = [["data"], ["model"], []]})'
+    ) in final
 
 
 def test_sink_gathers_moves_past_scaling_by_a_constant():
-    lowered = check_against_oracle(lambda inner, x: inner(x) * 0.5 + 3.0,
-                                   lambda y: jax.lax.psum(y, "data"), X)
+    lowered = check_against_oracle(
+        lambda inner, x: inner(x) * 0.5 + 3.0, lambda y: jax.lax.psum(y, "data"), X
+    )
     final = lowered.as_text()
     assert "all_gather" not in final
-    assert ('-> (tensor<1x1x8xf32> {jax.result_info = "result", '
-            'pmapc.split = [["data"], ["model"], []]})') in final
+    assert (
+        '-> (tensor<1x1x8xf32> {jax.result_info = "result", '
+        'pmapc.split = [["data"], ["model"], []]})'
+    ) in final
 
 
 def test_sink_gathers_moves_past_a_comparison_keeping_its_direction():
-    lowered = check_against_oracle(lambda inner, x: inner(x) > 2.0,
-                                   lambda y: jax.lax.psum(y, "data"), X)
+    lowered = check_against_oracle(
+        lambda inner, x: inner(x) > 2.0, lambda y: jax.lax.psum(y, "data"), X
+    )
     final = lowered.as_text()
     assert "all_gather" not in final
-    assert ('-> (tensor<1x1x8xi1> {jax.result_info = "result", '
-            'pmapc.split = [["data"], ["model"], []]})') in final
+    assert (
+        '-> (tensor<1x1x8xi1> {jax.result_info = "result", '
+        'pmapc.split = [["data"], ["model"], []]})'
+    ) in final
 
 
 def test_sink_gathers_moves_below_a_psum_over_the_outer_axis():
-    lowered = check_against_oracle(lambda inner, x: jax.lax.psum(inner(x), "data"),
-                                   lambda y: y * 2, X)
+    lowered = check_against_oracle(
+        lambda inner, x: jax.lax.psum(inner(x), "data"), lambda y: y * 2, X
+    )
     assert "all_gather" not in lowered.as_text()
 
 
@@ -93,8 +105,7 @@ def test_sink_gathers_keeps_gather_for_a_varying_operand():
 
 
 def test_sink_gathers_with_inner_out_axes_1():
-    lowered = check_against_oracle(lambda inner, x: inner(x),
-                                   lambda y: y * 3, X, out_axes=1)
+    lowered = check_against_oracle(lambda inner, x: inner(x), lambda y: y * 3, X, out_axes=1)
     assert "all_gather" not in lowered.as_text()
 
 

@@ -69,7 +69,8 @@ def test_verify_each_names_the_pass_and_stops_there():
         run_passes(example_module(), BROKEN, verify_each=True)
     assert broken_pass_note(raised.value) == (
         "invalid IR after pass 'break-result-type' (passes run before it: verify-axes, "
-        "flatten-maps); this is a pmapc bug, please report it")
+        "flatten-maps); this is a pmapc bug, please report it"
+    )
 
 
 def test_without_verify_each_nothing_is_verified_between_passes():

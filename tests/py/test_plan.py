@@ -34,8 +34,9 @@ WORKLOADS = [
 ]
 
 
-@pytest.mark.parametrize("build", [build for _, build in WORKLOADS],
-                         ids=[name for name, _ in WORKLOADS])
+@pytest.mark.parametrize(
+    "build", [build for _, build in WORKLOADS], ids=[name for name, _ in WORKLOADS]
+)
 def test_plan_bytes_match_xla_hlo_and_the_workload_minimum(build):
     workload = build()
     lowered = pmapc.lower(workload.pmapc_fn, *workload.pmapc_args, target="replicas")
@@ -45,8 +46,7 @@ def test_plan_bytes_match_xla_hlo_and_the_workload_minimum(build):
     stats = hlo_stats.collective_stats(hlo, devices)
     totals = plan.totals()
     assert totals["sent"] == pytest.approx(stats.total_bytes, rel=1e-9)
-    assert totals["minimum"] == pytest.approx(sum(size for _, size in workload.minimum),
-                                              rel=1e-9)
+    assert totals["minimum"] == pytest.approx(sum(size for _, size in workload.minimum), rel=1e-9)
     executions = sum(stats.dynamic_count.values())
     assert totals["collectives"] >= executions  # XLA may combine, never adds
 
@@ -68,10 +68,12 @@ def test_rows_name_axes_groups_and_source_lines():
 
     plan = pmapc.lower(nested_2x4(body), X).plan()
     ops = [(step.op, step.axes) for step in plan.steps]
-    assert ops == [("all_reduce", ("model",)), ("all_gather", ("model", "data")),
-                   ("collective_permute", ("model",))]
-    np.testing.assert_array_equal(plan.steps[1].groups,
-                                  replica_groups_for(MESH, ("model", "data")))
+    assert ops == [
+        ("all_reduce", ("model",)),
+        ("all_gather", ("model", "data")),
+        ("collective_permute", ("model",)),
+    ]
+    np.testing.assert_array_equal(plan.steps[1].groups, replica_groups_for(MESH, ("model", "data")))
     pairs = {(int(s), int(t)) for s, t in plan.steps[2].groups}
     assert pairs == {(0, 1), (1, 2), (4, 5), (5, 6)}
     lines = [step.location.line for step in plan.steps]
@@ -83,8 +85,9 @@ def test_rows_name_axes_groups_and_source_lines():
 
 
 def test_index_groups_have_no_axes():
-    plan = pmapc.lower(nested_2x4(
-        lambda v: lax.psum(v, "model", axis_index_groups=[[0, 1], [2, 3]])), X).plan()
+    plan = pmapc.lower(
+        nested_2x4(lambda v: lax.psum(v, "model", axis_index_groups=[[0, 1], [2, 3]])), X
+    ).plan()
     (step,) = plan.steps
     assert step.axes is None
     np.testing.assert_array_equal(step.groups, [[0, 1], [2, 3], [4, 5], [6, 7]])
@@ -111,18 +114,30 @@ def test_loops_with_a_data_dependent_bound_are_counted_once_and_marked():
 
 
 def test_table_rows_and_totals():
-    plan = pmapc.lower(nested_2x4(lambda v: lax.psum(v, "model") + lax.psum(v, "data")),
-                       X).plan()
+    plan = pmapc.lower(nested_2x4(lambda v: lax.psum(v, "model") + lax.psum(v, "data")), X).plan()
     lines = plan.table().splitlines()
     assert lines[0] == "mesh data=2xmodel=4 (8 devices); bytes per device per execution"
-    assert lines[1].split() == ["#", "op", "axes", "groups", "per", "run", "sent", "received",
-                                "minimum", "source"]
+    assert lines[1].split() == [
+        "#",
+        "op",
+        "axes",
+        "groups",
+        "per",
+        "run",
+        "sent",
+        "received",
+        "minimum",
+        "source",
+    ]
     rows = [line.split() for line in lines[2:4]]
-    assert [row[:5] for row in rows] == [["1", "all_reduce", "model", "2", "x"],
-                                         ["2", "all_reduce", "data", "4", "x"]]
+    assert [row[:5] for row in rows] == [
+        ["1", "all_reduce", "model", "2", "x"],
+        ["2", "all_reduce", "data", "4", "x"],
+    ]
     # 16 f32 = 64 B: 2 * 3/4 * 64 over 'model' (4) plus 2 * 1/2 * 64 over 'data' (2).
-    assert lines[4] == ("per run: 2 collectives, sent 160 B, received 160 B, minimum 160 B "
-                        "per device")
+    assert lines[4] == (
+        "per run: 2 collectives, sent 160 B, received 160 B, minimum 160 B per device"
+    )
 
 
 def test_svg_has_one_cell_per_device_per_collective():
@@ -145,16 +160,19 @@ def test_svg_has_one_cell_per_device_per_collective():
 
 def test_terminal_picture_letters_groups():
     plan = pmapc.lower(nested_2x4(lambda v: lax.psum(v, "data")), X).plan()
-    assert plan.picture().splitlines() == ["1 all_reduce over data",
-                                           "    A   B   C   D",
-                                           "    A   B   C   D"]
+    assert plan.picture().splitlines() == [
+        "1 all_reduce over data",
+        "    A   B   C   D",
+        "    A   B   C   D",
+    ]
 
 
 def test_trip_count_is_read_from_ir_not_text():
     # A loop that counts down is not one the plan knows: counted once, marked.
     def body(v):
-        return lax.while_loop(lambda c: c[1] > 0, lambda c: (lax.psum(c[0], "data"), c[1] - 1),
-                              (v, 5))[0]
+        return lax.while_loop(
+            lambda c: c[1] > 0, lambda c: (lax.psum(c[0], "data"), c[1] - 1), (v, 5)
+        )[0]
 
     (step,) = pmapc.lower(nested_2x4(body), X).plan().steps
     assert step.loop_unknown

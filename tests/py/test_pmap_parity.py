@@ -91,8 +91,9 @@ def test_distinct_names_that_print_alike_stay_distinct():
 
 def test_equal_names_are_one_axis_whatever_object_names_it():
     # The psum names the outer axis with an object of its own, equal to the map's.
-    f = pmapc.pmap(pmapc.pmap(lambda x: lax.psum(x, Named("i")), axis_name=Named("j")),
-                   axis_name=Named("i"))
+    f = pmapc.pmap(
+        pmapc.pmap(lambda x: lax.psum(x, Named("i")), axis_name=Named("j")), axis_name=Named("i")
+    )
     x = np.arange(8, dtype=np.float32).reshape(2, 4)
     np.testing.assert_array_equal(np.asarray(f(x)), np.broadcast_to(x.sum(0), x.shape))
 
@@ -123,24 +124,22 @@ SHARED = jax.random.key(7)
 
 def assert_same_draws(ours, oracle):
     # The same bits; the normal draws to float rounding (XLA fuses them differently).
-    np.testing.assert_allclose(np.asarray(ours[0]), np.asarray(oracle[0]), rtol=1e-5,
-                               atol=1e-6)
+    np.testing.assert_allclose(np.asarray(ours[0]), np.asarray(oracle[0]), rtol=1e-5, atol=1e-6)
     assert ours[1].dtype == oracle[1].dtype
-    np.testing.assert_array_equal(jax.random.key_data(ours[1]),
-                                  jax.random.key_data(oracle[1]))
+    np.testing.assert_array_equal(jax.random.key_data(ours[1]), jax.random.key_data(oracle[1]))
 
 
 def test_typed_keys_mapped_unmapped_and_returned_at_every_level():
     oracle = random_nest(vmap_with_names)(KEYS, SHARED)
     assert_same_draws(random_nest(pmapc.pmap)(KEYS, SHARED), oracle)
-    assert_same_draws(random_nest(pmapc.pmap).lower(KEYS, SHARED).compile()(KEYS, SHARED),
-                      oracle)
+    assert_same_draws(random_nest(pmapc.pmap).lower(KEYS, SHARED).compile()(KEYS, SHARED), oracle)
 
 
 def test_a_single_level_map_of_random_bits():
     keys = jax.random.split(jax.random.key(1), 8)
-    np.testing.assert_array_equal(np.asarray(pmapc.pmap(jax.random.bits)(keys)),
-                                  np.asarray(jax.vmap(jax.random.bits)(keys)))
+    np.testing.assert_array_equal(
+        np.asarray(pmapc.pmap(jax.random.bits)(keys)), np.asarray(jax.vmap(jax.random.bits)(keys))
+    )
 
 
 # -- the stage API -------------------------------------------------------------------
@@ -172,9 +171,9 @@ def test_lowered_and_compiled_have_jaxs_stage_api():
     assert compiled.runtime_executable() is compiled.executable.loaded
     assert "all-reduce" in compiled.as_text()
     assert jax.tree_util.tree_leaves(compiled.input_shardings)[0].spec[0] == "i"
-    np.testing.assert_array_equal(np.asarray(compiled(*args)["total"]),
-                                  np.full((8, 3), 16.0, np.float32))
-
+    np.testing.assert_array_equal(
+        np.asarray(compiled(*args)["total"]), np.full((8, 3), 16.0, np.float32)
+    )
 
 
 # -- inputs on other devices are moved, as jax.pmap moves them --------------------
@@ -195,24 +194,27 @@ def laid_out(devices, spec: PartitionSpec | None = None):
 @pytest.mark.parametrize("where", ["reversed", "one device", "half the devices"])
 def test_committed_inputs_elsewhere_are_moved_with_a_note(where, caplog):
     devices = jax.devices()[:8]
-    value = {"reversed": lambda: laid_out(devices[::-1]),
-             "one device": lambda: jax.device_put(X, devices[3]),
-             "half the devices": lambda: laid_out(devices[:4], PartitionSpec())}[where]()
+    value = {
+        "reversed": lambda: laid_out(devices[::-1]),
+        "one device": lambda: jax.device_put(X, devices[3]),
+        "half the devices": lambda: laid_out(devices[:4], PartitionSpec()),
+    }[where]()
     f = pmapc.pmap(summed, axis_name="i")
     with caplog.at_level(logging.INFO, logger="pmapc"):
         np.testing.assert_array_equal(np.asarray(f(value)), EXPECTED_SUMMED)
-        np.testing.assert_array_equal(np.asarray(f.lower(value).compile()(value)),
-                                      EXPECTED_SUMMED)
+        np.testing.assert_array_equal(np.asarray(f.lower(value).compile()(value)), EXPECTED_SUMMED)
     assert any("moved argument v" in record.getMessage() for record in caplog.records)
 
 
 def test_devices_given_in_another_order_take_inputs_from_the_default_order(caplog):
-    f = pmapc.pmap(lambda v: v * 2 + lax.axis_index("i"), axis_name="i",
-                   devices=jax.devices()[:8][::-1])
+    f = pmapc.pmap(
+        lambda v: v * 2 + lax.axis_index("i"), axis_name="i", devices=jax.devices()[:8][::-1]
+    )
     with caplog.at_level(logging.INFO, logger="pmapc"):
         result = f(laid_out(jax.devices()[:8]))
-    np.testing.assert_array_equal(np.asarray(result),
-                                  X * 2 + np.arange(8, dtype=np.float32)[:, None])
+    np.testing.assert_array_equal(
+        np.asarray(result), X * 2 + np.arange(8, dtype=np.float32)[:, None]
+    )
     assert [shard.device for shard in result.addressable_shards] == jax.devices()[:8][::-1]
 
 

@@ -100,8 +100,9 @@ def train_step(mapper):
         return updated, lax.pmean(loss, "data")
 
     def data_step(params, x, y):
-        return mapper(device_step, "model", in_axes=(SPLIT, None, None),
-                      out_axes=(SPLIT, None))(params, x, y)
+        return mapper(device_step, "model", in_axes=(SPLIT, None, None), out_axes=(SPLIT, None))(
+            params, x, y
+        )
 
     return mapper(data_step, "data", in_axes=(None, 0, 0), out_axes=None)
 
@@ -110,8 +111,12 @@ def initial_params(rng, model: int) -> dict:
     def normal(*shape):
         return (0.5 * rng.standard_normal(shape)).astype(np.float32)
 
-    return {"w1": normal(model, IN, HIDDEN // model), "b1": normal(model, HIDDEN // model),
-            "w2": normal(model, HIDDEN // model, OUT), "b2": normal(OUT)}
+    return {
+        "w1": normal(model, IN, HIDDEN // model),
+        "b1": normal(model, HIDDEN // model),
+        "w2": normal(model, HIDDEN // model, OUT),
+        "b2": normal(OUT),
+    }
 
 
 def mlp_batch(rng, data: int) -> tuple[np.ndarray, np.ndarray]:
@@ -137,8 +142,12 @@ def test_mlp_training_steps_match_vmap(data, model, rng):
 
 def unsplit(params: dict) -> dict:
     """The MLP's whole parameters from the per-model-device blocks."""
-    return {"w1": np.concatenate(list(params["w1"]), axis=1), "b1": params["b1"].reshape(-1),
-            "w2": params["w2"].reshape(-1, params["w2"].shape[-1]), "b2": params["b2"]}
+    return {
+        "w1": np.concatenate(list(params["w1"]), axis=1),
+        "b1": params["b1"].reshape(-1),
+        "w2": params["w2"].reshape(-1, params["w2"].shape[-1]),
+        "b2": params["b2"],
+    }
 
 
 @pytest.mark.parametrize(("data", "model"), MLP_MESHES)

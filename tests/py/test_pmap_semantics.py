@@ -55,9 +55,13 @@ def nested_2x4(body, **kwargs):
 
 def test_one_level_map_over_eight_devices(rng):
     def body(x):
-        return {"sum": lax.psum(x, "i"), "index": lax.axis_index("i"),
-                "gathered": lax.all_gather(x, "i"), "shifted": lax.ppermute(x, "i", ring(8)),
-                "local": x * 2 + 1}
+        return {
+            "sum": lax.psum(x, "i"),
+            "index": lax.axis_index("i"),
+            "gathered": lax.all_gather(x, "i"),
+            "shifted": lax.ppermute(x, "i", ring(8)),
+            "local": x * 2 + 1,
+        }
 
     check_against_vmap(lambda mapper: mapper(body, "i"), small_ints(rng, (8, 3)))
 
@@ -78,12 +82,18 @@ def test_mesh_runs_collectives_over_inner_outer_and_all_axes(mesh, rng):
     sizes = tuple(size for _, size in mesh)
 
     def body(x):
-        return {"inner": lax.psum(x, names[-1]), "outer": lax.psum(x, names[0]),
-                "all": lax.psum(x, names), "index": lax.axis_index(names),
-                "gathered": lax.all_gather(x, names[-1]), "local": x * x}
+        return {
+            "inner": lax.psum(x, names[-1]),
+            "outer": lax.psum(x, names[0]),
+            "all": lax.psum(x, names),
+            "index": lax.axis_index(names),
+            "gathered": lax.all_gather(x, names[-1]),
+            "local": x * x,
+        }
 
-    results = check_against_vmap(lambda mapper: nest(mapper, body, names),
-                                 small_ints(rng, (*sizes, 3)))
+    results = check_against_vmap(
+        lambda mapper: nest(mapper, body, names), small_ints(rng, (*sizes, 3))
+    )
     # Devices are numbered row-major over the nesting, outermost slowest.
     np.testing.assert_array_equal(results["index"], np.arange(np.prod(sizes)).reshape(sizes))
 
@@ -91,8 +101,12 @@ def test_mesh_runs_collectives_over_inner_outer_and_all_axes(mesh, rng):
 # ----------------------------------------------------------------------------
 # Each collective over the inner axis, the outer axis and both (in either order)
 
-AXIS_SETS = {"inner": "model", "outer": "data", "both": ("data", "model"),
-             "reversed": ("model", "data")}
+AXIS_SETS = {
+    "inner": "model",
+    "outer": "data",
+    "both": ("data", "model"),
+    "reversed": ("model", "data"),
+}
 COLLECTIVES = {
     "psum": lambda x, axes, n: lax.psum(x, axes),
     "pmean": lambda x, axes, n: lax.pmean(x, axes),
@@ -102,7 +116,8 @@ COLLECTIVES = {
     "all_gather_tiled": lambda x, axes, n: lax.all_gather(x, axes, axis=1, tiled=True),
     "psum_scatter": lambda x, axes, n: lax.psum_scatter(x[:n], axes),
     "psum_scatter_tiled": lambda x, axes, n: lax.psum_scatter(
-        x, axes, scatter_dimension=1, tiled=True),
+        x, axes, scatter_dimension=1, tiled=True
+    ),
     "all_to_all": lambda x, axes, n: lax.all_to_all(x[:n], axes, 0, 1),
     "all_to_all_tiled": lambda x, axes, n: lax.all_to_all(x, axes, 1, 0, tiled=True),
     "ppermute": lambda x, axes, n: lax.ppermute(x, axes, ring(n)),
@@ -111,20 +126,24 @@ COLLECTIVES = {
 NUMPY_ONLY_OVER_TUPLES = {
     "all_gather": lambda blocks, axes: all_gather_reference(blocks, MESH_2X4, axes),
     "all_gather_tiled": lambda blocks, axes: all_gather_reference(
-        blocks, MESH_2X4, axes, axis=1, tiled=True),
+        blocks, MESH_2X4, axes, axis=1, tiled=True
+    ),
     "psum_scatter": lambda blocks, axes: psum_scatter_reference(blocks[:, :, :8], MESH_2X4, axes),
     "psum_scatter_tiled": lambda blocks, axes: psum_scatter_reference(
-        blocks, MESH_2X4, axes, dimension=1, tiled=True),
+        blocks, MESH_2X4, axes, dimension=1, tiled=True
+    ),
     "ppermute": lambda blocks, axes: ppermute_reference(blocks, MESH_2X4, axes, ring(8)),
 }
 VMAP_CASES = [
     pytest.param(kind, axes, id=f"{kind}-{label}")
-    for kind in COLLECTIVES for label, axes in AXIS_SETS.items()
+    for kind in COLLECTIVES
+    for label, axes in AXIS_SETS.items()
     if not (kind in NUMPY_ONLY_OVER_TUPLES and isinstance(axes, tuple))
 ]
 NUMPY_CASES = [
     pytest.param(kind, AXIS_SETS[label], id=f"{kind}-{label}")
-    for kind in NUMPY_ONLY_OVER_TUPLES for label in ("both", "reversed")
+    for kind in NUMPY_ONLY_OVER_TUPLES
+    for label in ("both", "reversed")
 ]
 
 
@@ -199,22 +218,32 @@ def test_psum_of_a_pytree_reduces_every_leaf(rng):
 
 def test_independent_reductions_of_mixed_kinds_axes_and_dtypes(rng):
     def body(x):
-        return (lax.psum(x, "model"), lax.psum(x, "data"), lax.pmax(x, "model"),
-                lax.psum(x.astype(jnp.int32), "model"), lax.pmin(x, NAMES),
-                lax.psum(x > 0, "model"), lax.pmax(x > 0, "model"),
-                lax.psum(x[0], ("model", "data")))
+        return (
+            lax.psum(x, "model"),
+            lax.psum(x, "data"),
+            lax.pmax(x, "model"),
+            lax.psum(x.astype(jnp.int32), "model"),
+            lax.pmin(x, NAMES),
+            lax.psum(x > 0, "model"),
+            lax.pmax(x > 0, "model"),
+            lax.psum(x[0], ("model", "data")),
+        )
 
     check_against_vmap(nested_2x4(body), small_ints(rng, (2, 4, 3)))
 
 
 def test_three_level_collectives_over_non_adjacent_axes(rng):
     def body(x):
-        return {"outer_and_inner": lax.psum(x, ("a", "c")), "middle": lax.pmax(x, "b"),
-                "index": lax.axis_index(("c", "a")), "spread": lax.all_to_all(x, ("c", "a"), 0, 0,
-                                                                              tiled=True)}
+        return {
+            "outer_and_inner": lax.psum(x, ("a", "c")),
+            "middle": lax.pmax(x, "b"),
+            "index": lax.axis_index(("c", "a")),
+            "spread": lax.all_to_all(x, ("c", "a"), 0, 0, tiled=True),
+        }
 
-    check_against_vmap(lambda mapper: nest(mapper, body, ("a", "b", "c")),
-                       small_ints(rng, (2, 2, 2, 4, 3)))
+    check_against_vmap(
+        lambda mapper: nest(mapper, body, ("a", "b", "c")), small_ints(rng, (2, 2, 2, 4, 3))
+    )
 
 
 def test_three_level_all_gather_over_reversed_tuple_matches_numpy(rng):
@@ -225,8 +254,10 @@ def test_three_level_all_gather_over_reversed_tuple_matches_numpy(rng):
 
 def test_three_level_axis_index_over_reversed_tuple_matches_numpy():
     index = nest(pmapc.pmap, lambda v: lax.axis_index(("c", "a")), ("a", "b", "c"))
-    assert_tree_equal(np.asarray(index(np.zeros((2, 2, 2), np.float32))),
-                      axis_index_reference(MESH_2X2X2, ("c", "a")))
+    assert_tree_equal(
+        np.asarray(index(np.zeros((2, 2, 2), np.float32))),
+        axis_index_reference(MESH_2X2X2, ("c", "a")),
+    )
 
 
 def test_sibling_inner_maps_share_the_inner_axis(rng):
@@ -245,8 +276,9 @@ def test_sibling_maps_of_different_sizes(rng):
     def build(mapper):
         def rows(x, y):
             wide = mapper(lambda v: lax.psum(v, "a") * 10 + lax.axis_index("a"), "a")(x)
-            narrow = mapper(lambda v: lax.psum(v, ("data", "b")) + lax.axis_index(("b", "data")),
-                            "b")(y)
+            narrow = mapper(
+                lambda v: lax.psum(v, ("data", "b")) + lax.axis_index(("b", "data")), "b"
+            )(y)
             both = mapper(lambda v, w: lax.pmax(v * w, ("b", "data")), "b")(wide[::2], narrow)
             return wide, narrow, both, lax.psum(x, "data")
 
@@ -287,8 +319,10 @@ def test_smaller_sibling_with_its_own_inner_map(rng):
 def test_sibling_map_of_size_one(rng):
     def build(mapper):
         def rows(x, y):
-            return (mapper(lambda v: lax.psum(v, ("model", "data")), "model")(x),
-                    mapper(lambda v: v + lax.axis_index("one") + lax.psum(v, "one"), "one")(y))
+            return (
+                mapper(lambda v: lax.psum(v, ("model", "data")), "model")(x),
+                mapper(lambda v: v + lax.axis_index("one") + lax.psum(v, "one"), "one")(y),
+            )
 
         return mapper(rows, "data")
 
@@ -305,8 +339,9 @@ def test_gradient_through_sibling_maps_of_different_sizes(rng):
         program = mapper(rows, "data")
         return jax.grad(lambda x, y: program(x, y).sum(), argnums=(0, 1))
 
-    check_against_vmap(build, small_ints(rng, (2, 4, 3)), small_ints(rng, (2, 2, 3)),
-                       rtol=1e-5, atol=1e-5)
+    check_against_vmap(
+        build, small_ints(rng, (2, 4, 3)), small_ints(rng, (2, 2, 3)), rtol=1e-5, atol=1e-5
+    )
 
 
 def test_sibling_sizes_that_share_no_layout_are_refused(rng):
@@ -336,8 +371,9 @@ def test_inner_output_feeds_the_outer_body_and_another_inner_map(rng):
 
 def test_in_axes_one_maps_a_later_dimension(rng):
     def build(mapper):
-        inner = mapper(lambda v: lax.psum(v, "model") + v * lax.axis_index("model"), "model",
-                       in_axes=1)
+        inner = mapper(
+            lambda v: lax.psum(v, "model") + v * lax.axis_index("model"), "model", in_axes=1
+        )
         return mapper(inner, "data", in_axes=1)
 
     check_against_vmap(build, small_ints(rng, (3, 2, 4, 5)))
@@ -362,8 +398,9 @@ def test_in_axes_none_broadcasts_an_argument(rng):
 
         return mapper(rows, "data", in_axes=(0, None, None))
 
-    check_against_vmap(build, small_ints(rng, (2, 4, 3)), small_ints(rng, (3,)),
-                       small_ints(rng, (4, 3)))
+    check_against_vmap(
+        build, small_ints(rng, (2, 4, 3)), small_ints(rng, (3,)), small_ints(rng, (4, 3))
+    )
 
 
 def test_axis_size_sizes_a_map_with_no_mapped_argument(rng):
@@ -467,8 +504,7 @@ def test_list_output_with_list_out_axes(rng):
 def test_collective_inside_cond_with_group_uniform_predicate(rng):
     def body(x):
         uniform = lax.psum(x.sum(), "model") > 0  # the same on every device of a model group
-        return lax.cond(uniform, lambda v: lax.psum(v, "model"), lambda v: lax.pmax(v, "model"),
-                        x)
+        return lax.cond(uniform, lambda v: lax.psum(v, "model"), lambda v: lax.pmax(v, "model"), x)
 
     x = np.abs(small_ints(rng, (2, 4, 3)))
     x[1] = -x[1] - 1  # row 0 takes the psum branch, row 1 the pmax branch
@@ -499,6 +535,7 @@ def test_ppermute_inside_fori_loop(rng):
 def test_inner_map_inside_a_loop_of_the_outer_body(rng):
     """An inner map called in a fori_loop: flattening inlines its body into the loop's
     block, whose arguments are the loop's carried values (flatten-maps' splice)."""
+
     def inner(v):
         scaled = v * 2.0 + lax.axis_index("model")
         return lax.psum(scaled, "model") * 0.25 - lax.pmax(v, "data") + 1.0
@@ -586,8 +623,12 @@ def test_value_and_grad_inside_a_body(rng):
         value, grad = jax.value_and_grad(loss)(w)
         return lax.pmean(value, "data"), lax.pmean(grad, "data")
 
-    check_against_vmap(nested_2x4(body), small_ints(rng, (2, 4, 3)),
-                       small_ints(rng, (2, 4, 3)), small_ints(rng, (2, 4, 3)))
+    check_against_vmap(
+        nested_2x4(body),
+        small_ints(rng, (2, 4, 3)),
+        small_ints(rng, (2, 4, 3)),
+        small_ints(rng, (2, 4, 3)),
+    )
 
 
 def test_vmap_inside_a_body(rng):
@@ -624,8 +665,9 @@ def test_integer_and_bool_reductions(dtype, axes, rng):
 def test_psum_of_bools_counts_in_int32(rng):
     x = rng.integers(0, 2, size=(2, 4, 3)).astype(bool)
     counts = np.asarray(nest(pmapc.pmap, lambda v: lax.psum(v, "model"), NAMES)(x))
-    assert_tree_equal(counts, np.broadcast_to(x.sum(axis=1, keepdims=True, dtype=np.int32),
-                                              x.shape))
+    assert_tree_equal(
+        counts, np.broadcast_to(x.sum(axis=1, keepdims=True, dtype=np.int32), x.shape)
+    )
 
 
 def test_python_constant_outputs_are_int32_and_float32():
@@ -643,12 +685,12 @@ def test_static_broadcasted_argnums_specialize_the_body(rng):
     def rows(x, power, mapper):
         return mapper(lambda v: lax.psum(v**power, "model"), "model")(x)
 
-    mapped = pmapc.pmap(functools.partial(rows, mapper=pmapc.pmap), "data",
-                        static_broadcasted_argnums=1)
+    mapped = pmapc.pmap(
+        functools.partial(rows, mapper=pmapc.pmap), "data", static_broadcasted_argnums=1
+    )
     x = small_ints(rng, (2, 4, 3))
     for power in (2, 3):
-        expected = vmap_mapper(functools.partial(rows, power=power, mapper=vmap_mapper),
-                               "data")(x)
+        expected = vmap_mapper(functools.partial(rows, power=power, mapper=vmap_mapper), "data")(x)
         assert_tree_equal(np.asarray(mapped(x, power)), expected)
 
 
@@ -698,9 +740,12 @@ class Axis(enum.Enum):
 
 def test_any_hashable_axis_name(rng):
     def body(x):
-        return {"both": lax.psum(x, (Axis.ROWS, Axis.COLUMNS)),
-                "index": lax.axis_index(Axis.COLUMNS),
-                "gathered": lax.all_gather(x, Axis.ROWS)}
+        return {
+            "both": lax.psum(x, (Axis.ROWS, Axis.COLUMNS)),
+            "index": lax.axis_index(Axis.COLUMNS),
+            "gathered": lax.all_gather(x, Axis.ROWS),
+        }
 
-    check_against_vmap(lambda mapper: nest(mapper, body, (Axis.ROWS, Axis.COLUMNS)),
-                       small_ints(rng, (2, 4, 3)))
+    check_against_vmap(
+        lambda mapper: nest(mapper, body, (Axis.ROWS, Axis.COLUMNS)), small_ints(rng, (2, 4, 3))
+    )

@@ -86,9 +86,17 @@ def record_events(program: Program) -> None:
                 event(f"{op.kind} over {len(axis_tuple(op.axes))} axes")
 
 
-@settings(max_examples=RANDOM_PROGRAMS, derandomize=True, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                 HealthCheck.filter_too_much])
+@settings(
+    max_examples=RANDOM_PROGRAMS,
+    derandomize=True,
+    deadline=None,
+    database=None,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.filter_too_much,
+    ],
+)
 @given(program=programs())
 def test_random_program_matches_the_oracles(program: Program, pmapc_process: ChildProcess):
     record_events(program)
@@ -106,14 +114,23 @@ def test_random_program_matches_the_oracles(program: Program, pmapc_process: Chi
 # Programs the generator found interesting, and the pmapc bugs it found
 
 
-def nest(mesh: list[tuple[str, int]], *ops: Op, in_axes=None, block=(), dtype="float32",
-         out_axes=None, outer_ops: tuple[Op, ...] = ()) -> Program:
+def nest(
+    mesh: list[tuple[str, int]],
+    *ops: Op,
+    in_axes=None,
+    block=(),
+    dtype="float32",
+    out_axes=None,
+    outer_ops: tuple[Op, ...] = (),
+) -> Program:
     """One argument mapped over `mesh` (outermost first), `ops` innermost, `outer_ops` at
     the outermost level; in_axes and out_axes 0 at every level unless given."""
     in_axes = in_axes or (0,) * len(mesh)
     out_axes = out_axes or (0,) * len(mesh)
-    levels = [Level(name, size, in_axis is None, out_axis, ())
-              for (name, size), in_axis, out_axis in zip(mesh, in_axes, out_axes, strict=True)]
+    levels = [
+        Level(name, size, in_axis is None, out_axis, ())
+        for (name, size), in_axis, out_axis in zip(mesh, in_axes, out_axes, strict=True)
+    ]
     levels[-1] = dataclasses.replace(levels[-1], ops=ops)
     levels[0] = dataclasses.replace(levels[0], ops=levels[0].ops + outer_ops)
     return Program(tuple(levels), tuple(block), (Arg(dtype, tuple(in_axes)),), "add", seed=7)
@@ -123,28 +140,53 @@ MESH_2X4 = [("data", 2), ("model", 4)]
 MESH_2X2X2 = [("a", 2), ("b", 2), ("c", 2)]
 INTERESTING = {
     "shadowed-name-sums-the-inner-axis": nest(
-        [("i", 2), ("i", 4)], Op("psum", "i"), Op("axis_index", ("i",)), block=(3,)),
+        [("i", 2), ("i", 4)], Op("psum", "i"), Op("axis_index", ("i",)), block=(3,)
+    ),
     "all_to_all-over-a-reversed-tuple": nest(
-        MESH_2X4, Op("all_to_all", ("model", "data"), dimension=0, concat=1, tiled=True),
-        block=(8, 2)),
+        MESH_2X4,
+        Op("all_to_all", ("model", "data"), dimension=0, concat=1, tiled=True),
+        block=(8, 2),
+    ),
     "untiled-all_to_all-of-a-stacked-dimension": nest(
-        MESH_2X2X2, Op("stack", dimension=1, count=4),
-        Op("all_to_all", ("c", "a"), dimension=1, concat=0), block=(3,), dtype="int32"),
+        MESH_2X2X2,
+        Op("stack", dimension=1, count=4),
+        Op("all_to_all", ("c", "a"), dimension=1, concat=0),
+        block=(3,),
+        dtype="int32",
+    ),
     "partial-ppermute-over-three-axes": nest(
-        MESH_2X2X2, Op("ppermute", ("c", "a", "b"), perm=((0, 5), (5, 7), (7, 0), (3, 3))),
-        block=(2,)),
+        MESH_2X2X2,
+        Op("ppermute", ("c", "a", "b"), perm=((0, 5), (5, 7), (7, 0), (3, 3))),
+        block=(2,),
+    ),
     "psum_scatter-over-a-tuple-then-gather-back": nest(
-        MESH_2X4, Op("psum_scatter", ("model", "data"), dimension=1, tiled=True),
-        Op("all_gather", ("data", "model"), dimension=1, tiled=True), block=(2, 8)),
+        MESH_2X4,
+        Op("psum_scatter", ("model", "data"), dimension=1, tiled=True),
+        Op("all_gather", ("data", "model"), dimension=1, tiled=True),
+        block=(2, 8),
+    ),
     "out_axes-none-after-a-psum-over-the-outer-axis": nest(
-        [("data", 8), ("model", 1)], Op("psum", ("data", "model")), in_axes=(1, 0),
-        out_axes=(None, 1), block=(2,), dtype="int32"),
+        [("data", 8), ("model", 1)],
+        Op("psum", ("data", "model")),
+        in_axes=(1, 0),
+        out_axes=(None, 1),
+        block=(2,),
+        dtype="int32",
+    ),
     "size-one-axes-and-mapped-dimension-one": nest(
-        [("x", 8), ("y", 1), ("z", 1)], Op("pmean", ("z", "x")), Op("axis_index", "y"),
-        in_axes=(1, 1, 0), block=(3,)),
+        [("x", 8), ("y", 1), ("z", 1)],
+        Op("pmean", ("z", "x")),
+        Op("axis_index", "y"),
+        in_axes=(1, 1, 0),
+        block=(3,),
+    ),
     "outer-level-collectives-after-the-inner-map": nest(
-        MESH_2X4, Op("all_gather", "model", dimension=1), in_axes=(0, 1), block=(3,),
-        outer_ops=(Op("pmax", "data"), Op("ppermute", "data", perm=((0, 1), (1, 0))))),
+        MESH_2X4,
+        Op("all_gather", "model", dimension=1),
+        in_axes=(0, 1),
+        block=(3,),
+        outer_ops=(Op("pmax", "data"), Op("ppermute", "data", perm=((0, 1), (1, 0)))),
+    ),
 }
 
 
@@ -158,23 +200,29 @@ REGRESSIONS = {
     # 9f91096: lower-collectives anchored per-function values before @main's first op, a
     # collective it then erased: a segfault, or invalid IR, at the next axis_index.
     "outermost-map-without-mapped-arguments-two-axis-indices": nest(
-        MESH_2X4, Op("axis_index", "data"), Op("axis_index", "model"), in_axes=(None, None),
-        dtype="int32"),
+        MESH_2X4,
+        Op("axis_index", "data"),
+        Op("axis_index", "model"),
+        in_axes=(None, None),
+        dtype="int32",
+    ),
     "outermost-map-without-mapped-arguments-slicing-inner-axes": nest(
-        [("a", 2), ("b", 1), ("c", 4)], Op("psum", "a"), in_axes=(None, 0, 0), block=(3,)),
+        [("a", 2), ("b", 1), ("c", 4)], Op("psum", "a"), in_axes=(None, 0, 0), block=(3,)
+    ),
     # 5e2a0db: combine-all-reduces joined psum(psum(x)) into one all_reduce that used its
     # own result ('operand #1 does not dominate this use').
-    "combine-all-reduces-and-dependent-psums": nest([("i", 8)], Op("psum", "i"),
-                                                    Op("psum", "i")),
+    "combine-all-reduces-and-dependent-psums": nest([("i", 8)], Op("psum", "i"), Op("psum", "i")),
     "combine-all-reduces-and-dependent-pmaxes-over-tuples": nest(
-        MESH_2X4, Op("pmax", ("data", "model")), Op("pmax", ("data", "model")),
-        dtype="int32"),
+        MESH_2X4, Op("pmax", ("data", "model")), Op("pmax", ("data", "model")), dtype="int32"
+    ),
     # 5e2a0db: sink-gathers moved all_gather(x, 'i') below '+ axis_index('i')' as if the
     # index were the same on every device: each block got its source's index.
     "sink-gathers-and-an-axis_index-of-the-gathered-axis": nest(
-        [("i", 8)], Op("all_gather", "i"), Op("axis_index", "i")),
+        [("i", 8)], Op("all_gather", "i"), Op("axis_index", "i")
+    ),
     "sink-gathers-and-an-axis_index-over-a-tuple": nest(
-        [("i", 1), ("j", 2), ("k", 4)], Op("all_gather", ("j",)), Op("axis_index", ("i", "j"))),
+        [("i", 1), ("j", 2), ("k", 4)], Op("all_gather", ("j",)), Op("axis_index", ("i", "j"))
+    ),
 }
 
 

@@ -52,8 +52,9 @@ def check_transformed(program: Program, transformation: str, process: ChildProce
     arrays = sample_arguments(program)
     out_shape = run_numpy(program, arrays).shape
     weights, tangents = transformation_inputs(program, arrays, out_shape)
-    expected = run_transformed(program, transformation, arrays, weights, tangents,
-                               mapper=vmap_mapper)
+    expected = run_transformed(
+        program, transformation, arrays, weights, tangents, mapper=vmap_mapper
+    )
     actual = process.run(run_transformed, program, transformation, arrays, weights, tangents)
     assert len(actual) == len(expected)
     for ours, oracle in zip(actual, expected):
@@ -69,9 +70,17 @@ def transformed_programs(draw) -> tuple[Program, str]:
     return program, transformation
 
 
-@settings(max_examples=RANDOM_TRANSFORMED, derandomize=True, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                 HealthCheck.filter_too_much])
+@settings(
+    max_examples=RANDOM_TRANSFORMED,
+    derandomize=True,
+    deadline=None,
+    database=None,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.filter_too_much,
+    ],
+)
 @given(case=transformed_programs())
 def test_transformed_random_program_matches_nested_vmap(case, pmapc_process):
     program, transformation = case
@@ -102,10 +111,10 @@ UNMAPPED_UNIT_NESTED = Program(
 
 
 @pytest.mark.parametrize("transformation", TRANSFORMATIONS)
-@pytest.mark.parametrize("program", [UNMAPPED_UNIT, UNMAPPED_UNIT_NESTED],
-                         ids=["one-map", "nested"])
-def test_unmapped_argument_with_a_unit_leading_dimension(program, transformation,
-                                                         pmapc_process):
+@pytest.mark.parametrize(
+    "program", [UNMAPPED_UNIT, UNMAPPED_UNIT_NESTED], ids=["one-map", "nested"]
+)
+def test_unmapped_argument_with_a_unit_leading_dimension(program, transformation, pmapc_process):
     check_transformed(program, transformation, pmapc_process)
 
 
@@ -116,8 +125,7 @@ def test_the_issue_19_crash_program(pmapc_process):
     z = np.full((1, 4), 3.0, np.float32)
     out, tangent = pmapc_process.run(linearize_sin_times, y, z)
     np.testing.assert_allclose(out, np.sin(y)[:, None, :] * z, rtol=1e-6)
-    np.testing.assert_allclose(tangent, (np.cos(y) * np.ones_like(y))[:, None, :] * z,
-                               rtol=1e-6)
+    np.testing.assert_allclose(tangent, (np.cos(y) * np.ones_like(y))[:, None, :] * z, rtol=1e-6)
 
 
 def linearize_sin_times(y, z):

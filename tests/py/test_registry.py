@@ -38,7 +38,11 @@ def test_pass_is_frozen_dataclass_with_summary(name):
 # Passes that report user errors; each has a `-invalid.mlir` file of diagnostics.
 # The optimization passes only rewrite what they recognize and report nothing.
 PASSES_WITH_DIAGNOSTICS = [
-    "verify-axes", "flatten-maps", "lower-collectives", "to-partitions", "to-replicas",
+    "verify-axes",
+    "flatten-maps",
+    "lower-collectives",
+    "to-partitions",
+    "to-replicas",
 ]
 
 
@@ -64,16 +68,17 @@ KEEP_THE_FORM = ("simplify",)
 @pytest.mark.parametrize("target", list(TARGETS))
 @pytest.mark.parametrize("name", list(PIPELINES))
 def test_named_pipelines_are_registered_passes_that_put_the_program_in_the_target_form(
-        name, target):
+    name, target
+):
     passes = PIPELINES[name](target)
     assert all(PASSES[p.name] is type(p) for p in passes)
     assert [p.name for p in parse_pipeline(describe(name, target))] == [p.name for p in passes]
     assert [p.name for p in parse_pipeline(f"{name}{{target={target}}}")] == [
-        p.name for p in passes]
+        p.name for p in passes
+    ]
     names = [p.name for p in passes]
-    assert [n for n in names if n in {t.name for t in TARGETS.values()}] == [
-        TARGETS[target].name]
-    after = names[names.index(TARGETS[target].name) + 1:]
+    assert [n for n in names if n in {t.name for t in TARGETS.values()}] == [TARGETS[target].name]
+    after = names[names.index(TARGETS[target].name) + 1 :]
     assert all(n in KEEP_THE_FORM for n in after)
 
 
@@ -103,7 +108,7 @@ def test_docs_list_the_passes_in_pipeline_order():
     order = [p.name for p in default_pipeline("partitions")]
     order.insert(order.index("to-partitions") + 1, "to-replicas")
     assert documented[: len(order)] == order
-    assert documented[len(order):] == list(PIPELINES)
+    assert documented[len(order) :] == list(PIPELINES)
 
 
 def test_pipeline_options_are_typed():
@@ -149,7 +154,9 @@ def imported_modules(path: pathlib.Path) -> set[str]:
 def test_only_the_adapter_imports_the_mlir_bindings():
     root = pathlib.Path(__file__).resolve().parents[2]
     importers = sorted(
-        str(path.relative_to(root)) for directory in PACKAGE_DIRS
+        str(path.relative_to(root))
+        for directory in PACKAGE_DIRS
         for path in (root / directory).rglob("*.py")
-        if any(module.startswith(BINDINGS) for module in imported_modules(path)))
+        if any(module.startswith(BINDINGS) for module in imported_modules(path))
+    )
     assert importers == ["pmapc/ir.py"]

@@ -37,17 +37,26 @@ def test_opt_output_is_byte_identical_across_runs(capsys):
 
 
 def test_opt_output_is_byte_identical_across_processes():
-    command = [sys.executable, "-c", "from pmapc.tools.main import entry_point; entry_point()",
-               "opt", str(EXAMPLE_IR), "--pmapc-to-stablehlo"]
-    runs = [subprocess.run(command, capture_output=True, timeout=120, check=True).stdout
-            for _ in range(2)]
+    command = [
+        sys.executable,
+        "-c",
+        "from pmapc.tools.main import entry_point; entry_point()",
+        "opt",
+        str(EXAMPLE_IR),
+        "--pmapc-to-stablehlo",
+    ]
+    runs = [
+        subprocess.run(command, capture_output=True, timeout=120, check=True).stdout
+        for _ in range(2)
+    ]
     assert runs[0] == runs[1] and runs[0]
 
 
 def test_traced_ir_is_identical_across_traces():
     x = np.ones((2, 4, 3), np.float32)
-    texts = [nested_step().lower(x).as_text(stage) for stage in ("pmapc", "stablehlo")
-             for _ in range(2)]
+    texts = [
+        nested_step().lower(x).as_text(stage) for stage in ("pmapc", "stablehlo") for _ in range(2)
+    ]
     assert texts[0] == texts[1] and texts[2] == texts[3]
 
 
@@ -105,7 +114,11 @@ def test_unblocked_loop_of_500_calls_finishes():
 def test_ir_fuzzing_budget():
     """The fixed CI budget of scripts/fuzz_ir.py, in a process of its own (a crash is a
     failure, not the end of the test run)."""
-    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "fuzz_ir.py"),
-                             "--count", "1000"], capture_output=True, text=True, timeout=900)
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "fuzz_ir.py"), "--count", "1000"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "1000 passed, 0 failed" in result.stdout

@@ -91,8 +91,9 @@ def test_jit_with_ops_around_the_map(mesh):
 def test_grad_of_the_map(mesh):
     f, g = both(mixing_program([name for name, _ in mesh]))
     x = mesh_input(mesh)
-    assert_tree_equal(jax.grad(weighted_sum(f))(x), jax.grad(weighted_sum(g))(x),
-                      rtol=1e-4, atol=1e-4)
+    assert_tree_equal(
+        jax.grad(weighted_sum(f))(x), jax.grad(weighted_sum(g))(x), rtol=1e-4, atol=1e-4
+    )
 
 
 @pytest.mark.parametrize("mesh", MESHES.values(), ids=MESHES.keys())
@@ -123,8 +124,9 @@ def test_vmap_of_the_map(mesh):
 @pytest.mark.parametrize("mesh", MESHES.values(), ids=MESHES.keys())
 def test_check_grads_through_the_map(mesh):
     f, _ = both(mixing_program([name for name, _ in mesh]))
-    check_grads(weighted_sum(f), (mesh_input(mesh),), order=2, modes=("fwd", "rev"),
-                atol=2e-2, rtol=2e-2)
+    check_grads(
+        weighted_sum(f), (mesh_input(mesh),), order=2, modes=("fwd", "rev"), atol=2e-2, rtol=2e-2
+    )
 
 
 def test_eval_shape_and_make_jaxpr_show_the_map():
@@ -147,8 +149,9 @@ def test_linearize_and_jit_of_grad():
     _, f_lin = jax.linearize(f, x)
     _, g_lin = jax.linearize(g, x)
     assert_tree_equal(f_lin(t), g_lin(t), rtol=1e-4, atol=1e-4)
-    assert_tree_equal(jax.jit(jax.grad(weighted_sum(f)))(x), jax.grad(weighted_sum(g))(x),
-                      rtol=1e-4, atol=1e-4)
+    assert_tree_equal(
+        jax.jit(jax.grad(weighted_sum(f)))(x), jax.grad(weighted_sum(g))(x), rtol=1e-4, atol=1e-4
+    )
 
 
 # ----------------------------------------------------------------------------
@@ -181,20 +184,29 @@ def test_grad_through_an_inner_map_inside_the_outer_body():
 def test_grad_around_and_inside():
     f, g = both(grad_through_inner_map)
     x, w = data((2, 4, 3)), data((3,), seed=1)
-    assert_tree_equal(jax.grad(lambda w: jnp.sum(f(x, w) ** 2))(w),
-                      jax.grad(lambda w: jnp.sum(g(x, w) ** 2))(w), rtol=1e-4, atol=1e-4)
+    assert_tree_equal(
+        jax.grad(lambda w: jnp.sum(f(x, w) ** 2))(w),
+        jax.grad(lambda w: jnp.sum(g(x, w) ** 2))(w),
+        rtol=1e-4,
+        atol=1e-4,
+    )
 
 
 def test_grad_of_an_unmapped_input_sums_over_the_axis():
     def build(mapper):
         inner = functools.partial(mapper, axis_name="model", in_axes=(0, None))(
-            lambda x, w: jnp.tanh(x * w))
+            lambda x, w: jnp.tanh(x * w)
+        )
         return functools.partial(mapper, axis_name="data", in_axes=(0, None))(inner)
 
     f, g = both(build)
     x, w = data((2, 4, 3)), data((3,), seed=2)
-    assert_tree_equal(jax.grad(lambda w: jnp.sum(f(x, w)))(w),
-                      jax.grad(lambda w: jnp.sum(g(x, w)))(w), rtol=1e-5, atol=1e-5)
+    assert_tree_equal(
+        jax.grad(lambda w: jnp.sum(f(x, w)))(w),
+        jax.grad(lambda w: jnp.sum(g(x, w)))(w),
+        rtol=1e-5,
+        atol=1e-5,
+    )
 
 
 def test_vmap_axis_name_reaches_collectives_in_the_body():
@@ -206,18 +218,22 @@ def test_vmap_axis_name_reaches_collectives_in_the_body():
 
     f, g = both(build)
     xs = data((3, 2, 4, 5))
-    assert_tree_equal(jax.vmap(f, axis_name="batch")(xs), jax.vmap(g, axis_name="batch")(xs),
-                      rtol=1e-5, atol=1e-5)
+    assert_tree_equal(
+        jax.vmap(f, axis_name="batch")(xs), jax.vmap(g, axis_name="batch")(xs), rtol=1e-5, atol=1e-5
+    )
 
 
 def test_vmap_of_grad_and_grad_of_vmap():
     f, g = both(mixing_program(["data", "model"]))
     xs = data((2, 2, 4, 3))
     per_example = jax.vmap(jax.grad(weighted_sum(f)))(xs)
-    assert_tree_equal(per_example, jax.vmap(jax.grad(weighted_sum(g)))(xs), rtol=1e-4,
-                      atol=1e-4)
-    assert_tree_equal(jax.grad(weighted_sum(jax.vmap(f)))(xs),
-                      jax.grad(weighted_sum(jax.vmap(g)))(xs), rtol=1e-4, atol=1e-4)
+    assert_tree_equal(per_example, jax.vmap(jax.grad(weighted_sum(g)))(xs), rtol=1e-4, atol=1e-4)
+    assert_tree_equal(
+        jax.grad(weighted_sum(jax.vmap(f)))(xs),
+        jax.grad(weighted_sum(jax.vmap(g)))(xs),
+        rtol=1e-4,
+        atol=1e-4,
+    )
 
 
 # ----------------------------------------------------------------------------
@@ -278,8 +294,7 @@ def test_grad_through_checkpoint_inside_and_around():
     x = data((2, 4, 3))
     expected = jax.grad(weighted_sum(g))(x)
     assert_tree_equal(jax.grad(weighted_sum(f))(x), expected, rtol=1e-4, atol=1e-4)
-    assert_tree_equal(jax.grad(weighted_sum(jax.checkpoint(f)))(x), expected, rtol=1e-4,
-                      atol=1e-4)
+    assert_tree_equal(jax.grad(weighted_sum(jax.checkpoint(f)))(x), expected, rtol=1e-4, atol=1e-4)
 
 
 def test_grad_of_a_scan_that_calls_the_map():
@@ -320,8 +335,9 @@ def test_gradient_of_an_untiled_all_to_all_against_numpy(split, concat):
     shape = (n, n, 3) if split == 0 else (n, 3, n)
     x = np.random.default_rng(0).normal(size=shape).astype(np.float32)
     # out[d] = stack over sources j of x[j] taken at index d along `split`, at `concat`.
-    expected = np.stack([np.stack([np.take(x[j], d, axis=split) for j in range(n)],
-                                  axis=concat) for d in range(n)])
+    expected = np.stack(
+        [np.stack([np.take(x[j], d, axis=split) for j in range(n)], axis=concat) for d in range(n)]
+    )
     np.testing.assert_array_equal(np.asarray(f(x)), expected)
     w = np.random.default_rng(1).normal(size=expected.shape).astype(np.float32)
     grad = np.asarray(jax.grad(lambda v: (f(v) * w).sum())(x))

@@ -22,8 +22,11 @@ def nested(body):
 
 X = np.zeros((2, 4, 8), np.float32)
 
-show("psum_pmax_pmin", nested(lambda x: (lax.psum(x, "model"), lax.pmax(x, "data"),
-                                         lax.pmin(x, ("model", "data")))), X)
+show(
+    "psum_pmax_pmin",
+    nested(lambda x: (lax.psum(x, "model"), lax.pmax(x, "data"), lax.pmin(x, ("model", "data")))),
+    X,
+)
 # CHECK-LABEL: TEST: psum_pmax_pmin
 # CHECK:       func.func private @{{.*}}(%arg0: tensor<8xf32>)
 # CHECK:         stablehlo.custom_call @pmapc.psum(%arg0){{.*}}backend_config = {axes = ["model"]}
@@ -38,8 +41,16 @@ show("pmean", nested(lambda x: lax.pmean(x, ("data", "model"))), X)
 # CHECK-SAME:      axes = ["data", "model"]
 # CHECK:         stablehlo.divide %[[SUM]]
 
-show("gather_scatter", nested(lambda x: (lax.all_gather(x, "model", axis=0, tiled=True),
-                                         lax.psum_scatter(x, "model", tiled=True))), X)
+show(
+    "gather_scatter",
+    nested(
+        lambda x: (
+            lax.all_gather(x, "model", axis=0, tiled=True),
+            lax.psum_scatter(x, "model", tiled=True),
+        )
+    ),
+    X,
+)
 # CHECK-LABEL: TEST: gather_scatter
 # CHECK:         stablehlo.custom_call @pmapc.all_gather(%arg0)
 # CHECK-SAME:      all_gather_dimension = 0 : i64, axes = ["model"], tiled = true
@@ -48,10 +59,17 @@ show("gather_scatter", nested(lambda x: (lax.all_gather(x, "model", axis=0, tile
 # CHECK-SAME:      axes = ["model"], scatter_dimension = 0 : i64, tiled = true
 # CHECK-SAME:      -> tensor<2xf32>
 
-show("all_to_all_ppermute_axis_index",
-     nested(lambda x: (lax.all_to_all(x.reshape(4, 2), "model", 0, 1),
-                       lax.ppermute(x, "data", [(0, 1), (1, 0)]),
-                       lax.axis_index(("model", "data")))), X)
+show(
+    "all_to_all_ppermute_axis_index",
+    nested(
+        lambda x: (
+            lax.all_to_all(x.reshape(4, 2), "model", 0, 1),
+            lax.ppermute(x, "data", [(0, 1), (1, 0)]),
+            lax.axis_index(("model", "data")),
+        )
+    ),
+    X,
+)
 # CHECK-LABEL: TEST: all_to_all_ppermute_axis_index
 # Untiled all_to_all: JAX adds a unit dimension and exchanges in place.
 # CHECK:         stablehlo.custom_call @pmapc.all_to_all(

@@ -21,15 +21,22 @@ def nested(body):
     return pmapc.pmap(pmapc.pmap(body, axis_name="model"), axis_name="data")
 
 
-show("bools", nested(lambda b: (lax.psum(b, "model"), lax.pmax(b, "data"))),
-     np.zeros((2, 4, 3), np.bool_))
+show(
+    "bools",
+    nested(lambda b: (lax.psum(b, "model"), lax.pmax(b, "data"))),
+    np.zeros((2, 4, 3), np.bool_),
+)
 # CHECK-LABEL: TEST: bools
 # CHECK:         %[[COUNT:.*]] = stablehlo.convert %arg0 : (tensor<3xi1>) -> tensor<3xi32>
 # CHECK:         stablehlo.custom_call @pmapc.psum(%[[COUNT]]){{.*}} -> tensor<3xi32>
 # CHECK:         stablehlo.custom_call @pmapc.pmax(%arg0){{.*}} -> tensor<3xi1>
 
-show("bf16_and_int32", nested(lambda x, i: (lax.pmean(x, "data"), lax.psum(i, "model"))),
-     np.zeros((2, 4, 3), jnp.bfloat16), np.zeros((2, 4), np.int32))
+show(
+    "bf16_and_int32",
+    nested(lambda x, i: (lax.pmean(x, "data"), lax.psum(i, "model"))),
+    np.zeros((2, 4, 3), jnp.bfloat16),
+    np.zeros((2, 4), np.int32),
+)
 # CHECK-LABEL: TEST: bf16_and_int32
 # CHECK:       func.func public @main(%arg0: tensor<2x4x3xbf16>, %arg1: tensor<2x4xi32>)
 # CHECK:         stablehlo.custom_call @pmapc.psum(%arg0){{.*}} -> tensor<3xbf16>
@@ -41,8 +48,9 @@ show("python_constants", nested(lambda x: (x * 2.0, 7)), np.zeros((2, 4), np.flo
 # CHECK-SAME:      -> (tensor<2x4xf32> {jax.result_info = "result[0]"},
 # CHECK-SAME:          tensor<2x4xi32> {jax.result_info = "result[1]"})
 
-show("complex64", nested(lambda z: lax.psum(z, ("data", "model"))),
-     np.zeros((2, 4, 3), np.complex64))
+show(
+    "complex64", nested(lambda z: lax.psum(z, ("data", "model"))), np.zeros((2, 4, 3), np.complex64)
+)
 # CHECK-LABEL: TEST: complex64
 # CHECK:       func.func public @main(%arg0: tensor<2x4x3xcomplex<f32>>)
 # CHECK:         stablehlo.custom_call @pmapc.psum(%arg0){{.*}}axes = ["data", "model"]

@@ -31,13 +31,20 @@ show("in_axes_out_axes", moved, np.zeros((3, 2), np.float32), np.zeros((3,), np.
 
 @partial(pmapc.pmap, axis_name="data", in_axes=({"a": 0, "b": None},))
 def tree(params):
-    inner = pmapc.pmap(lambda a, b: (lax.psum(a, "model"), a + b), axis_name="model",
-                       in_axes=(0, None), out_axes=(None, 0))
+    inner = pmapc.pmap(
+        lambda a, b: (lax.psum(a, "model"), a + b),
+        axis_name="model",
+        in_axes=(0, None),
+        out_axes=(None, 0),
+    )
     return inner(params["a"], params["b"])
 
 
-show("pytrees_and_unmapped_outputs", tree,
-     {"a": np.zeros((2, 4), np.float32), "b": np.zeros((), np.float32)})
+show(
+    "pytrees_and_unmapped_outputs",
+    tree,
+    {"a": np.zeros((2, 4), np.float32), "b": np.zeros((), np.float32)},
+)
 # CHECK-LABEL: TEST: pytrees_and_unmapped_outputs
 # CHECK:         stablehlo.custom_call @pmapc.map(%arg0, %arg1)
 # CHECK-SAME:      axis_name = "data"{{.*}}in_axes = [0, unit], out_axes = [0, 0]

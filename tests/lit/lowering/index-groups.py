@@ -23,10 +23,17 @@ def nested(body):
 X = np.zeros((2, 4, 8), np.float32)
 PAIRS = [[0, 1], [2, 3]]
 
-show("psum_pmax_pmin", nested(lambda x: (
-    lax.psum(x, "model", axis_index_groups=PAIRS),
-    lax.pmax(x, ("data", "model"), axis_index_groups=[[0, 1, 4, 5], [2, 3, 6, 7]]),
-    lax.pmin(x, ("model", "data"), axis_index_groups=[[7, 0], [1, 2, 3, 4, 5, 6]]))), X)
+show(
+    "psum_pmax_pmin",
+    nested(
+        lambda x: (
+            lax.psum(x, "model", axis_index_groups=PAIRS),
+            lax.pmax(x, ("data", "model"), axis_index_groups=[[0, 1, 4, 5], [2, 3, 6, 7]]),
+            lax.pmin(x, ("model", "data"), axis_index_groups=[[7, 0], [1, 2, 3, 4, 5, 6]]),
+        )
+    ),
+    X,
+)
 # CHECK-LABEL: TEST: psum_pmax_pmin
 # CHECK:       stablehlo.custom_call @pmapc.psum(%arg0)
 # CHECK-SAME{LITERAL}: backend_config = {axes = ["model"], axis_index_groups = [[0, 1], [2, 3]]}
@@ -45,10 +52,17 @@ show("pmean", nested(lambda x: lax.pmean(x, "model", axis_index_groups=PAIRS)), 
 # CHECK:         stablehlo.constant dense<2.000000e+00>
 # CHECK:         stablehlo.divide %[[SUM]]
 
-show("gather_scatter_all_to_all", nested(lambda x: (
-    lax.all_gather(x, "model", axis_index_groups=PAIRS),
-    lax.psum_scatter(x, "model", axis_index_groups=PAIRS, tiled=True),
-    lax.all_to_all(x, "model", 0, 0, axis_index_groups=PAIRS, tiled=True))), X)
+show(
+    "gather_scatter_all_to_all",
+    nested(
+        lambda x: (
+            lax.all_gather(x, "model", axis_index_groups=PAIRS),
+            lax.psum_scatter(x, "model", axis_index_groups=PAIRS, tiled=True),
+            lax.all_to_all(x, "model", 0, 0, axis_index_groups=PAIRS, tiled=True),
+        )
+    ),
+    X,
+)
 # CHECK-LABEL: TEST: gather_scatter_all_to_all
 # CHECK:         stablehlo.custom_call @pmapc.all_gather(%arg0)
 # CHECK-SAME:      all_gather_dimension = 0 : i64, axes = ["model"],
@@ -62,9 +76,14 @@ show("gather_scatter_all_to_all", nested(lambda x: (
 # CHECK-SAME{LITERAL}: axes = ["model"], axis_index_groups = [[0, 1], [2, 3]], concat_axis = 0 : i64
 # CHECK-SAME:      (tensor<8xf32>) -> tensor<8xf32>
 
-show("lowered_groups", nested(lambda x: lax.psum(x, ("model", "data"),
-                                                 axis_index_groups=[[0, 1, 4, 5], [2, 3, 6, 7]])),
-     X, stage="lower-collectives")
+show(
+    "lowered_groups",
+    nested(
+        lambda x: lax.psum(x, ("model", "data"), axis_index_groups=[[0, 1, 4, 5], [2, 3, 6, 7]])
+    ),
+    X,
+    stage="lower-collectives",
+)
 # The replica groups JAX 0.4.30 emits for the same program.
 # CHECK-LABEL: TEST: lowered_groups
 # CHECK:         "stablehlo.all_reduce"

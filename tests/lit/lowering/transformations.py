@@ -82,8 +82,7 @@ show("grad_through_inner_map", grad_inside, X)
 
 
 def batched(xs):
-    return jax.vmap(pmapc.pmap(lambda y: lax.psum(y, ("b", "i")), axis_name="i"),
-                    axis_name="b")(xs)
+    return jax.vmap(pmapc.pmap(lambda y: lax.psum(y, ("b", "i")), axis_name="i"), axis_name="b")(xs)
 
 
 show("vmap_around_the_map", batched, np.zeros((5, 8, 3), np.float32))
