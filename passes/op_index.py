@@ -15,7 +15,6 @@ needs it walks again.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 from collections.abc import Collection
 from typing import ClassVar
 
@@ -74,14 +73,14 @@ def index_of(module: ir.Module, analyses) -> OpIndex:
 
 @dataclasses.dataclass(slots=True)
 class _Built:
-    """An op a pass built, numbered in the order built (`step`)."""
+    """An op a pass built, in the order built."""
 
     name: str
     op: ir.Operation
     key: int
-    step: int
     placed: bool  # whether where it stands is known (see IndexKeeper)
     erased: bool = False
+    before: list[_Built] | None = None  # the ops built right before it, in order
 
 
 class IndexKeeper:
@@ -102,9 +101,12 @@ class IndexKeeper:
         self.module = module
         self.alive = {entry[2] for entries in index.functions.values() for entry in entries}
         self.built: dict[int, _Built] = {}  # the ops built in the pass, alive, by identity
-        self.before: dict[tuple, list[_Built]] = {}  # anchor -> the ops built before it
+        # The ops built right before an indexed op (by identity), and at the start
+        # and the end of a function (by name); those before a built op, in it.
+        self.before_op: dict[int, list[_Built]] = {}
+        self.at_start: dict[str, list[_Built]] = {}
+        self.at_end: dict[str, list[_Built]] = {}
         self.stale: set[str] = set()  # functions to walk again
-        self.steps = itertools.count(1)
 
     def op_created(
         self, op: ir.Operation, key: int, ip: ir.InsertionPoint, source: ir.Operation | None
@@ -112,9 +114,9 @@ class IndexKeeper:
         name = op.name
         indexed = name in INDEXED
         anchor = self._anchor(ip, indexed)
-        built = _Built(name, op, key, next(self.steps), anchor is not None)
+        built = _Built(name, op, key, anchor is not None)
         if anchor is not None:
-            self.before.setdefault(anchor, []).append(built)
+            anchor.append(built)
         self.built[key] = built
 
     def op_erased(self, op: ir.Operation, key: int) -> None:
@@ -129,39 +131,38 @@ class IndexKeeper:
     def result(self) -> OpIndex:
         """The index as the pass leaves the module."""
         result = {}
+        before_op, alive = self.before_op, self.alive
         for name, function in ir.functions(self.module).items():
             if name in self.stale:
                 result[name] = ir.walk_named(function, INDEXED)
                 continue
-            entries = self._ordered(("start", name))
+            entries: list[Entry] = []
+            _extend(entries, self.at_start.get(name))
             for entry in self.index.functions.get(name, []):
-                entries.extend(self._ordered(("op", entry[2])))
-                if entry[2] in self.alive:
+                key = entry[2]
+                if key in before_op:
+                    _extend(entries, before_op[key])
+                if key in alive:
                     entries.append(entry)
-            entries.extend(self._ordered(("end", name)))
+            _extend(entries, self.at_end.get(name))
             result[name] = entries
         return OpIndex(result)
 
-    def _ordered(self, anchor: tuple) -> list[Entry]:
-        """The indexed ops built right before `anchor` and still there, in order."""
-        entries = []
-        for built in self.before.get(anchor, ()):
-            entries.extend(self._ordered(("built", built.step)))
-            if not built.erased and built.name in INDEXED:
-                entries.append((built.name, built.op, built.key))
-        return entries
-
-    def _anchor(self, ip: ir.InsertionPoint, indexed: bool) -> tuple | None:
-        """What an op built at `ip` stands right before; None if unknown (then, for an
-        indexed op, its function is stale)."""
+    def _anchor(self, ip: ir.InsertionPoint, indexed: bool) -> list[_Built] | None:
+        """The list of the ops built right before what an op built at `ip` stands
+        before; None if unknown (then, for an indexed op, its function is stale)."""
         ref = ip.ref_operation
         if ref is not None:
             key = ir.op_key(ref)
             built = self.built.get(key)
             if built is not None and (built.placed or not indexed):
-                return ("built", built.step) if built.placed else None
+                if not built.placed:
+                    return None
+                if built.before is None:
+                    built.before = []
+                return built.before
             if key in self.alive:
-                return ("op", key)
+                return self.before_op.setdefault(key, [])
             block = ref.block
         else:
             block = ip.block
@@ -169,9 +170,21 @@ class IndexKeeper:
         if owner.name == "func.func" and block == ir.function_entry_block(owner):
             name = ir.symbol_name(owner)
             if ref is None or ref == ir.terminator(block):
-                return ("end", name)
+                return self.at_end.setdefault(name, [])
             if ref == block.operations[0]:
-                return ("start", name)
+                return self.at_start.setdefault(name, [])
         if indexed:
             self.stale.add(ir.symbol_name(ir.enclosing_function(owner)))
         return None
+
+
+def _extend(entries: list[Entry], built_before: list[_Built] | None) -> None:
+    """Add the indexed ops of `built_before` still there, each after the ones built
+    before it, in order."""
+    if not built_before:
+        return
+    for built in built_before:
+        if built.before:
+            _extend(entries, built.before)
+        if not built.erased and built.name in INDEXED:
+            entries.append((built.name, built.op, built.key))

@@ -2,6 +2,7 @@
 at the end (the driver), and a pass that breaks the IR named either way."""
 
 import dataclasses
+import gc
 import pathlib
 from typing import ClassVar
 
@@ -9,7 +10,7 @@ import pytest
 
 from pmapc import hlo, ir
 from pmapc.compiler import driver
-from pmapc.compiler.pipeline import default_pipeline, run_passes
+from pmapc.compiler.pipeline import cyclic_gc_paused, default_pipeline, run_passes
 from pmapc.errors import DiagnosticError, PassFailure
 from pmapc.passes.base import Analyses
 from pmapc.passes.flatten_maps import FlattenMapsPass
@@ -148,3 +149,50 @@ def test_a_builder_refuses_ill_typed_ops_and_the_driver_names_the_pass():
     assert "BuildError: reshape of tensor<2x4x8xf32> to [3]" in message
     assert isinstance(info.value.__cause__, hlo.BuildError)
     assert isinstance(info.value, RuntimeError)
+
+
+@dataclasses.dataclass(frozen=True)
+class ReportCollectorPass:
+    """Record whether Python's cyclic garbage collector runs while the pass does."""
+
+    name: ClassVar[str] = "report-collector"
+    keeps_analyses_current: ClassVar[bool] = True
+    seen: list = dataclasses.field(default_factory=list)
+
+    def run(self, module: ir.Module, analyses, rewriter) -> bool:
+        self.seen.append(gc.isenabled())
+        return False
+
+
+def test_the_collector_pauses_while_passes_run_and_resumes_after():
+    module = ir.parse_module(EXAMPLE_IR.read_text(), ir.make_context())
+    report = ReportCollectorPass()
+    assert gc.isenabled()
+    run_passes(module, [report, report])
+    assert report.seen == [False, False]
+    assert gc.isenabled()
+
+
+def test_a_collector_the_caller_disabled_stays_disabled():
+    module = ir.parse_module(EXAMPLE_IR.read_text(), ir.make_context())
+    gc.disable()
+    try:
+        run_passes(module, [ReportCollectorPass()])
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_the_collector_resumes_when_the_last_of_overlapping_pipelines_ends():
+    module = ir.parse_module(EXAMPLE_IR.read_text(), ir.make_context())
+    with cyclic_gc_paused():
+        run_passes(module, [ReportCollectorPass()])
+        assert not gc.isenabled()  # the outer pause still holds
+    assert gc.isenabled()
+
+
+def test_the_collector_resumes_after_a_failing_pass():
+    module = ir.parse_module(EXAMPLE_IR.read_text(), ir.make_context())
+    with pytest.raises(DiagnosticError):
+        run_passes(module, BROKEN)
+    assert gc.isenabled()
