@@ -55,6 +55,8 @@ class FlattenMapsPass:
         # The checked nesting analysis: free after verify-axes, else checked here.
         nesting = analyses.get(verified_nesting, module)
         layout = nesting.layout()
+        if not layout.mesh.axis_names and dialect.read_mesh(module) is not None:
+            return False  # no map, and the mesh of a program flattened before
         built = _BuiltOps()
         rewriter.listeners.append(built)
         flattener = _Flattener(module, nesting, layout, self.split_entry, views, rewriter, built)

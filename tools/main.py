@@ -48,6 +48,9 @@ def entry_point() -> None:
         code = main(sys.argv[1:])
     except KeyboardInterrupt:
         code = 130
+    except BrokenPipeError:  # the reader left (`pmapc ... | head`): stop quietly, as cat does
+        _silence_stdout()
+        sys.exit(141)  # 128 + SIGPIPE, a shell's status for a process the pipe ended
     except SystemExit as exit_:
         raise exit_
     except Exception as error:  # an internal error: one line, unless asked for more
@@ -59,5 +62,15 @@ def entry_point() -> None:
             file=sys.stderr,
         )
         code = 1
-    sys.stdout.flush()
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+        code = 141
     sys.exit(code)
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that Python's flush at exit finds no closed pipe."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())

@@ -26,6 +26,7 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 import numpy as np
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from jax import lax
 from oracle import (
@@ -44,6 +45,23 @@ AXIS_NAMES = ("i", "j", "k", "data", "model", "x")  # drawn with repeats: shadow
 REDUCTIONS = ("psum", "pmean", "pmax", "pmin")
 NOT_ON_VMAP_TUPLES = ("all_gather", "psum_scatter", "ppermute")  # vmap raises on 2+ axes
 COMBINE = {"add": operator.add, "multiply": operator.mul}
+
+
+def search_settings(examples: int) -> settings:
+    """Hypothesis settings of a random-program search: `examples` programs, the same
+    ones every run (derandomized, no example database), with no time limit per program
+    (each runs in a child process that compiles it)."""
+    return settings(
+        max_examples=examples,
+        derandomize=True,
+        deadline=None,
+        database=None,
+        suppress_health_check=[
+            HealthCheck.too_slow,
+            HealthCheck.data_too_large,
+            HealthCheck.filter_too_much,
+        ],
+    )
 
 
 @dataclasses.dataclass(frozen=True)

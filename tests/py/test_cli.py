@@ -267,6 +267,23 @@ def test_console_script_never_shows_a_traceback(tmp_path):
     assert "error:" in result.stderr and "Traceback" not in result.stderr
 
 
+def test_a_reader_that_leaves_ends_the_command_quietly():
+    """`pmapc opt FILE | head -1`: a pipe the reader closed is no internal error (exit
+    141, as a shell reports a process the pipe ended). The reader here leaves before
+    the command, still importing JAX, writes anything."""
+    entry = "from pmapc.tools.main import entry_point;entry_point()"
+    process = subprocess.Popen(
+        [sys.executable, "-c", entry, "opt", str(EXAMPLE_IR)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.close()
+    error = process.stderr.read().decode()
+    assert process.wait(timeout=120) == 141
+    assert error == ""
+
+
 @pytest.mark.parametrize(
     ("example", "expected"),
     [

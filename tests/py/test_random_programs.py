@@ -36,7 +36,7 @@ import jax
 import numpy as np
 import pytest
 from child_process import ChildFailure, ChildProcess
-from hypothesis import HealthCheck, event, given, reject, settings
+from hypothesis import event, given, reject
 from oracle import assert_tree_equal
 from random_programs import (
     Arg,
@@ -49,6 +49,7 @@ from random_programs import (
     run_numpy,
     run_with_pmapc,
     sample_arguments,
+    search_settings,
     vmap_can_run,
     vmap_mapper,
 )
@@ -86,17 +87,7 @@ def record_events(program: Program) -> None:
                 event(f"{op.kind} over {len(axis_tuple(op.axes))} axes")
 
 
-@settings(
-    max_examples=RANDOM_PROGRAMS,
-    derandomize=True,
-    deadline=None,
-    database=None,
-    suppress_health_check=[
-        HealthCheck.too_slow,
-        HealthCheck.data_too_large,
-        HealthCheck.filter_too_much,
-    ],
-)
+@search_settings(RANDOM_PROGRAMS)
 @given(program=programs())
 def test_random_program_matches_the_oracles(program: Program, pmapc_process: ChildProcess):
     record_events(program)

@@ -24,7 +24,7 @@ import os
 import numpy as np
 import pytest
 from child_process import ChildProcess
-from hypothesis import HealthCheck, assume, event, given, settings
+from hypothesis import assume, event, given
 from hypothesis import strategies as st
 from oracle import assert_tree_equal
 from random_programs import (
@@ -39,6 +39,7 @@ from random_programs import (
     run_numpy,
     run_transformed,
     sample_arguments,
+    search_settings,
     transformation_inputs,
     vmap_can_run,
     vmap_mapper,
@@ -70,17 +71,7 @@ def transformed_programs(draw) -> tuple[Program, str]:
     return program, transformation
 
 
-@settings(
-    max_examples=RANDOM_TRANSFORMED,
-    derandomize=True,
-    deadline=None,
-    database=None,
-    suppress_health_check=[
-        HealthCheck.too_slow,
-        HealthCheck.data_too_large,
-        HealthCheck.filter_too_much,
-    ],
-)
+@search_settings(RANDOM_TRANSFORMED)
 @given(case=transformed_programs())
 def test_transformed_random_program_matches_nested_vmap(case, pmapc_process):
     program, transformation = case

@@ -480,3 +480,22 @@ module @long_body_returns_an_unmapped_entry_argument {
     return %3, %1, %arg1 : tensor<1x4xf32>, tensor<4xf32>, tensor<1x4xf32>
   }
 }
+
+// -----
+
+// A program flattened before (a mesh, no map left) keeps its mesh, so that the
+// whole pipeline may run on a lowered module again.
+// CHECK-LABEL: module @flattened_before
+// CHECK-SAME: pmapc.mesh = {axis_names = ["data", "model"], axis_sizes = array<i64: 2, 4>}
+// CHECK: "stablehlo.all_reduce"
+// CHECK-SAME{LITERAL}: replica_groups = dense<[[0, 1, 2, 3], [4, 5, 6, 7]]> : tensor<2x4xi64>
+module @flattened_before attributes {pmapc.mesh = {axis_names = ["data", "model"], axis_sizes = array<i64: 2, 4>}} {
+  func.func public @main(%arg0: tensor<8xf32>) -> tensor<8xf32> {
+    %0 = "stablehlo.all_reduce"(%arg0) <{replica_groups = dense<[[0, 1, 2, 3], [4, 5, 6, 7]]> : tensor<2x4xi64>}> ({
+    ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+      %s = stablehlo.add %a, %b : tensor<f32>
+      stablehlo.return %s : tensor<f32>
+    }) : (tensor<8xf32>) -> tensor<8xf32>
+    return %0 : tensor<8xf32>
+  }
+}
