@@ -23,6 +23,7 @@ from pmapc.errors import Diagnostic, DiagnosticError, typed_error
 from pmapc.lowering import trace
 from pmapc.mesh import Mesh
 from pmapc.passes import DEFAULT_TARGET, Pass
+from pmapc.passes.to_partitions import DEFAULT_GROUP_FORM
 
 
 @dataclasses.dataclass
@@ -69,21 +70,24 @@ def compile_traced(
     name: str,
     *,
     target: str = DEFAULT_TARGET,
+    replica_groups: str = DEFAULT_GROUP_FORM,
     record_stages: bool = False,
     argument_names: Sequence[str] | None = None,
 ) -> Compilation:
     """A `jax.jit(...).trace(...)` result through pmapc, for `jax.jit` (compiler/embed.py),
     the AOT stages (`pmapc.lower`) and `pmapc trace`: its pmapc IR (JAX's lowering with
     pmapc's rules, `argument_names` naming @main's arguments if given), then the
-    passes for `target`; a diagnostic becomes the typed error of its category (an
-    AxisError, a ShapeError). `timings["lower"]` is the time of JAX's lowering."""
+    passes for `target`, replica groups written `replica_groups` ("named" or
+    "dense"); a diagnostic becomes the typed error of its category (an AxisError,
+    a ShapeError). `timings["lower"]` is the time of JAX's lowering."""
     start = time.perf_counter()
     module = trace.pmapc_ir(traced, name)
     if argument_names is not None:
         ir.set_argument_names(ir.functions(module)["main"], argument_names)
     lowered = time.perf_counter() - start
     try:
-        compilation = run_pipeline(module, target=target, record_stages=record_stages)
+        passes = default_pipeline(target, replica_groups)
+        compilation = run_pipeline(module, passes, record_stages=record_stages)
     except DiagnosticError as error:
         raise typed_error(error) from None
     compilation.timings = {"lower": lowered, **compilation.timings}

@@ -5,13 +5,21 @@ map's lowering rule runs the whole pmapc compiler on that map and hands JAX
 the result:
 
     trace      lowering/trace.py: the map as pmapc IR (a one-map `@main`)
-    passes     compiler/pipeline.py: `default_pipeline("partitions")`
+    passes     compiler/pipeline.py: `default_pipeline("partitions", "dense")`
     embed      a `jax.shard_map` over the nest's mesh, every axis manual, whose
                body calls the per-device function inserted into JAX's module
 
 `pmapc.split` of each argument and result becomes the shard_map's in and out
 specs, so JAX places the inputs and assembles the outputs; everything around
 the map (other ops, `grad`, `vmap`, donation, dispatch) is JAX's.
+
+The program embedded keeps its replica groups as device ids: groups named by
+mesh axes would bring an `sdy.mesh` op of pmapc's into JAX's module beside
+JAX's own meshes, and JAX (0.10 to 0.12) then merges meshes of the same axes
+whatever their devices and rebuilds the outputs of a call across processes
+on the wrong one (tests/py/test_multiprocess.py: an IndivisibleError).
+`pmapc.lower`, `pmapc run` and `pmapc trace` compile pmapc's module alone,
+and name them.
 """
 
 from __future__ import annotations
@@ -65,7 +73,9 @@ def compile_map(avals_in, avals_out, mesh, params) -> SpmdProgram:
         return primitives.map_p.bind(*operands, mesh=mesh, **params)
 
     traced = jax.jit(one_map).trace(*[jax_api.shape_dtype(aval) for aval in avals_in])
-    compilation = driver.compile_traced(traced, params["name"], target="partitions")
+    compilation = driver.compile_traced(
+        traced, params["name"], target="partitions", replica_groups="dense"
+    )
     if compilation.mesh != placement.pmapc_mesh(mesh):
         raise PmapcError(
             f"pmapc bug: the passes found the mesh {compilation.mesh}, the "

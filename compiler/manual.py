@@ -12,7 +12,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from pmapc import dialect, ir
+from pmapc import dialect, hlo, ir
+from pmapc.mesh import Mesh
 
 Split = Sequence[Sequence[str]]  # per dimension, the mesh axes it is split over
 
@@ -50,20 +51,12 @@ def all_manual_module(
     """
     copy = ir.copy_module(module)
     with ir.building(copy):
-        symbols = ir.functions(copy)
-        per_device = symbols["main"]
-        callee = _unused_symbol(symbols, "per_device_main")
+        taken = ir.symbol_names(copy)
+        per_device = ir.functions(copy)["main"]
+        callee = ir.unused_symbol(taken, "per_device_main")
         per_device.attributes["sym_name"] = ir.string_attr(callee)
         per_device.attributes["sym_visibility"] = ir.string_attr("private")
-        mesh = _unused_symbol(symbols, "mesh")
-        ir.create_op(
-            "sdy.mesh",
-            [],
-            [],
-            {"sym_name": ir.string_attr(mesh), "mesh": ir.sdy_mesh_attr(mesh_axes)},
-            loc=ir.unknown_location(copy.context),
-            ip=ir.module_body_start(copy),
-        )
+        mesh = _mesh_symbol(copy, mesh_axes, taken | {callee})
         _add_manual_main(
             copy,
             callee,
@@ -136,12 +129,24 @@ def _sharding(mesh: str, split: Split) -> ir.Attribute:
     return ir.dict_attr({"sdy.sharding": ir.sdy_sharding_attr(mesh, split)})
 
 
-def _unused_symbol(functions_by_name: dict, name: str) -> str:
-    candidate, number = name, 0
-    while candidate in functions_by_name:
-        number += 1
-        candidate = f"{name}_{number}"
-    return candidate
+def _mesh_symbol(module: ir.Module, mesh_axes: Sequence[tuple[str, int]], taken: set[str]) -> str:
+    """An `sdy.mesh` op of `mesh_axes` (devices in mesh order): the module's own (the
+    one its replica groups name, from to-partitions), else a new one."""
+    names, sizes = tuple(n for n, _ in mesh_axes), tuple(s for _, s in mesh_axes)
+    wanted = hlo.MeshDevices(Mesh(names, sizes))
+    for name, found in hlo.meshes_of(module).items():
+        if found == wanted:
+            return name
+    name = ir.unused_symbol(taken, "mesh")
+    ir.create_op(
+        "sdy.mesh",
+        [],
+        [],
+        {"sym_name": ir.string_attr(name), "mesh": ir.sdy_mesh_attr(mesh_axes)},
+        loc=ir.unknown_location(module.context),
+        ip=ir.module_body_start(module),
+    )
+    return name
 
 
 def _global_type(type_: ir.Type, split: Split, sizes: dict[str, int]) -> ir.Type:

@@ -36,11 +36,15 @@ from pmapc.passes.op_index import IndexKeeper, op_index
 from pmapc.passes.simplify import SimplifyPass
 from pmapc.passes.sink_gathers import SinkGathersPass
 from pmapc.passes.sink_slices import SinkSlicesPass
+from pmapc.passes.to_partitions import DEFAULT_GROUP_FORM, ToPartitionsPass, check_group_form
 from pmapc.passes.verify_axes import VerifyAxesPass
 
 
-def default_pipeline(target: str = DEFAULT_TARGET) -> tuple[Pass, ...]:
-    """`pmapc-to-stablehlo`: every stage after tracing, in order."""
+def default_pipeline(
+    target: str = DEFAULT_TARGET, replica_groups: str = DEFAULT_GROUP_FORM
+) -> tuple[Pass, ...]:
+    """`pmapc-to-stablehlo`: every stage after tracing, in order; in partition form
+    the replica groups written as `replica_groups` says ("named" or "dense")."""
     return (
         VerifyAxesPass(),  # every axis bound, every shape right
         FlattenMapsPass(),  # nested maps -> one SPMD program over the mesh
@@ -49,7 +53,7 @@ def default_pipeline(target: str = DEFAULT_TARGET) -> tuple[Pass, ...]:
         SinkGathersPass(),  # results returned split, not gathered
         LowerCollectivesPass(),  # named collectives -> groups of mesh positions
         CombineAllReducesPass(),  # independent all_reduces -> one
-        TARGETS[target](),  # the partition form jax.jit runs, or the replica form
+        target_pass(target, replica_groups),  # the form jax.jit runs, or the replica form
         SimplifyPass(),  # canonicalize and cse (last: they drop the op index)
     )
 
@@ -78,13 +82,23 @@ REQUIRED: tuple[type[Pass], ...] = (
 )
 
 
-def lowering_pipeline(target: str = DEFAULT_TARGET) -> tuple[Pass, ...]:
+def target_pass(target: str, replica_groups: str = DEFAULT_GROUP_FORM) -> Pass:
+    """The pass that puts a lowered program in `target` form."""
+    if target == "partitions":
+        return ToPartitionsPass(replica_groups=replica_groups)
+    return TARGETS[target]()
+
+
+def lowering_pipeline(
+    target: str = DEFAULT_TARGET, replica_groups: str = DEFAULT_GROUP_FORM
+) -> tuple[Pass, ...]:
     """`pmapc-lower`: the required stages of the default pipeline, in its order."""
-    return tuple(p for p in default_pipeline(target) if isinstance(p, REQUIRED))
+    return tuple(p for p in default_pipeline(target, replica_groups) if isinstance(p, REQUIRED))
 
 
-# Named pipelines, usable wherever a pass name is: `pmapc-lower{target=replicas}`.
-PIPELINES: dict[str, Callable[[str], tuple[Pass, ...]]] = {
+# Named pipelines, usable wherever a pass name is: `pmapc-lower{target=replicas}`,
+# `pmapc-to-stablehlo{replica-groups=dense}`.
+PIPELINES: dict[str, Callable[[str, str], tuple[Pass, ...]]] = {
     "pmapc-lower": lowering_pipeline,
     "pmapc-to-stablehlo": default_pipeline,
 }
@@ -92,7 +106,7 @@ PIPELINES: dict[str, Callable[[str], tuple[Pass, ...]]] = {
 
 def describe(name: str, target: str = DEFAULT_TARGET) -> str:
     """A named pipeline's passes, comma-separated (for --list-passes and --help)."""
-    return ",".join(p.name for p in PIPELINES[name](target))
+    return ",".join(p.name for p in PIPELINES[name](target, DEFAULT_GROUP_FORM))
 
 
 _ELEMENT = re.compile(r"\s*([A-Za-z0-9_.-]+)\s*(\{[^}]*\})?\s*(,|$)")
@@ -121,25 +135,28 @@ def parse_pipeline(text: str) -> list:
 
 def _instantiate(name: str, options: dict[str, str], text: str) -> list:
     if name in PIPELINES:
-        return list(PIPELINES[name](_pipeline_target(name, options)))
+        return list(PIPELINES[name](*_pipeline_options(name, options)))
     if name not in PASSES:
         known = ", ".join([*PASSES, *PIPELINES])
         raise PipelineError(f"unknown pass '{name}' in pipeline '{text}'; known passes: {known}")
     return [from_options(PASSES[name], options)]
 
 
-def _pipeline_target(name: str, options: dict[str, str]) -> str:
-    """The `target` option of a named pipeline, checked."""
-    unknown = sorted(set(options) - {"target"})
+def _pipeline_options(name: str, options: dict[str, str]) -> tuple[str, str]:
+    """The `target` and `replica-groups` options of a named pipeline, checked."""
+    unknown = sorted(set(options) - {"target", "replica-groups"})
     if unknown:
         raise PipelineError(
-            f"pipeline '{name}' has no option '{unknown[0]}'; its options are: target"
+            f"pipeline '{name}' has no option '{unknown[0]}'; its options are: "
+            "target, replica-groups"
         )
     target = options.get("target", DEFAULT_TARGET)
     if target not in TARGETS:
         choices = " or ".join(TARGETS)
         raise PipelineError(f"option 'target' of pipeline '{name}' takes {choices}, got '{target}'")
-    return target
+    replica_groups = options.get("replica-groups", DEFAULT_GROUP_FORM)
+    check_group_form(replica_groups, f"pipeline '{name}'")
+    return target, replica_groups
 
 
 def _parse_options(text: str) -> dict[str, str]:

@@ -35,10 +35,10 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from pmapc import dialect, ir
+from pmapc import dialect, hlo, ir
 from pmapc.compiler import runtime
 from pmapc.errors import SourceLoc
-from pmapc.mesh import Mesh, replica_groups_for
+from pmapc.mesh import Mesh, axes_by_groups, groups_key, replica_groups_for
 
 # The StableHLO collectives, by op name: the name a plan shows.
 COLLECTIVE_OPS: dict[str, str] = {
@@ -148,9 +148,10 @@ def plan_of(module: ir.Module) -> Plan:
     """The communication plan of a module after lower-collectives."""
     mesh = dialect.mesh_of(module)
     functions = ir.functions(module)
-    names = _axes_by_groups(mesh)
+    names = axes_by_groups(mesh)
+    meshes = hlo.meshes_of(module)
     steps = [
-        _step(op, mesh, names, executions, unknown)
+        _step(op, mesh, names, meshes, executions, unknown)
         for op, executions, unknown in _collectives(functions, "main", 1, False, set())
     ]
     return Plan(mesh, tuple(steps))
@@ -252,16 +253,6 @@ def _increment(body, position: int) -> int | None:
     return None
 
 
-def _axes_by_groups(mesh: Mesh) -> dict[tuple[tuple[int, ...], ...], tuple[str, ...]]:
-    """Every ordered tuple of mesh axes, keyed by its replica groups."""
-    names: dict[tuple[tuple[int, ...], ...], tuple[str, ...]] = {}
-    for count in range(1, len(mesh.axis_names) + 1):
-        for axes in itertools.permutations(mesh.axis_names, count):
-            key = _key(replica_groups_for(mesh, axes))
-            names.setdefault(key, axes)
-    return names
-
-
 def _axes_holding(mesh: Mesh, pairs: np.ndarray) -> tuple[str, ...] | None:
     """The fewest mesh axes (first in mesh order) whose groups hold every pair."""
     for count in range(1, len(mesh.axis_names) + 1):
@@ -274,20 +265,27 @@ def _axes_holding(mesh: Mesh, pairs: np.ndarray) -> tuple[str, ...] | None:
     return None
 
 
-def _key(groups: np.ndarray) -> tuple[tuple[int, ...], ...]:
-    return tuple(tuple(int(d) for d in group) for group in groups)
-
-
-def _step(op: ir.Operation, mesh: Mesh, names, executions: int, unknown: bool) -> Step:
+def _step(
+    op: ir.Operation,
+    mesh: Mesh,
+    names,
+    meshes: dict[str, hlo.MeshDevices],
+    executions: int,
+    unknown: bool,
+) -> Step:
     kind = COLLECTIVE_OPS[op.name]
     if kind == "collective_permute":
         groups = ir.dense_int_matrix(op.attributes["source_target_pairs"])
         axes = _axes_holding(mesh, groups)
     else:
-        groups = ir.dense_int_matrix(op.attributes["replica_groups"])
+        try:  # dense, or mesh axes (to-partitions' default)
+            groups, axes = hlo.read_groups(op.attributes["replica_groups"], meshes)
+        except hlo.GroupsError as error:
+            raise dialect.error_at(op, f"'{op.name}': {error}") from None
         if groups.size == 0:  # no groups: one group of every device
             groups = np.arange(mesh.size, dtype=np.int64).reshape(1, -1)
-        axes = names.get(_key(groups))
+        if axes is None:
+            axes = names.get(groups_key(groups))
     payload = max(sum(_bytes(v.type) for v in op.operands), sum(_bytes(r.type) for r in op.results))
     return Step(kind, axes, groups, payload, executions, unknown, ir.source_loc(op.location))
 

@@ -11,8 +11,21 @@ any SPMD-partitioned program) the devices are partitions of one replica, so:
   variadic all_reduce                    -> one all_reduce per operand
 
 With a channel handle and global device ids, groups and pairs name partitions
-(= mesh positions: one replica), so they stay as they are. Handles are
-numbered from the `first-channel` option in op order, one per collective.
+(= mesh positions: one replica). Handles are numbered from the `first-channel`
+option in op order, one per collective.
+
+Replica groups that are whole mesh axes (every collective's, but those split
+by `axis_index_groups`) are written as those axes, in their order, as JAX
+0.11+ writes a shard_map's:
+
+  replica_groups = #stablehlo.replica_group_mesh_axes<mesh = @mesh,
+                       axes = [#stablehlo.axis_ref<name = "model">]>
+
+over an `sdy.mesh @mesh` op the pass adds for the module's mesh, so that XLA's
+HLO names them too (`replica_groups=mesh['data'=2,'model'=4] {'model'}`).
+With the option `replica-groups=dense` every group is a matrix of device ids
+instead (groups written as axes are expanded). collective_permute keeps its
+`source_target_pairs`.
 XLA's SPMD partitioner takes only single-operand all-reduces in a manual
 region ("supports only single-operand allreduce in manual partitioning
 mode"), so a variadic one (combine-all-reduces) is split again.
@@ -27,8 +40,9 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from pmapc import dialect, ir
+from pmapc import dialect, hlo, ir
 from pmapc.errors import PipelineError
+from pmapc.mesh import Mesh, axes_by_groups, groups_key
 from pmapc.passes.base import Analyses
 from pmapc.passes.op_index import OpIndex, index_of
 from pmapc.passes.rewriter import Rewriter
@@ -48,6 +62,13 @@ COLLECTIVES = (
     "stablehlo.collective_permute",
 )
 WITH_GLOBAL_DEVICE_IDS = COLLECTIVES[:3]
+REPLICA_GROUPS = "replica_groups"
+WITH_REPLICA_GROUPS = COLLECTIVES[:4]  # every collective but collective_permute
+
+# How replica groups are written: as mesh axes where they are whole ones, or as
+# device ids. Named by default wherever jaxlib's StableHLO (and so its XLA) has them.
+GROUP_FORMS = ("named", "dense")
+DEFAULT_GROUP_FORM = "named" if ir.MESH_AXIS_GROUPS else "dense"
 DEVICE_IDS = ("stablehlo.replica_id", "stablehlo.partition_id")
 # What device_ops looks at: device ids, collectives, and custom_calls (pmapc ops left).
 _DEVICE_OPS = frozenset((*DEVICE_IDS, *COLLECTIVES, "stablehlo.custom_call"))
@@ -59,6 +80,7 @@ class ToPartitionsPass:
 
     name: ClassVar[str] = "to-partitions"
     first_channel: int = 1
+    replica_groups: str = DEFAULT_GROUP_FORM
     keeps_analyses_current: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
@@ -67,6 +89,7 @@ class ToPartitionsPass:
                 f"option 'first-channel' of pass '{self.name}' must be at "
                 f"least 1, got {self.first_channel}"
             )
+        check_group_form(self.replica_groups, f"pass '{self.name}'")
 
     def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
         device_ids, collectives = device_ops(index_of(module, analyses), self.name)
@@ -79,13 +102,112 @@ class ToPartitionsPass:
             else:
                 singles.append(op)
         global_ids = ir.unit_attr()
+        groups = GroupWriter(module, self.replica_groups, rewriter)
         for handle, op in enumerate(singles, start=self.first_channel):
             values = {CHANNEL_HANDLE: ir.channel_handle_attr(handle)}
             if op.name in WITH_GLOBAL_DEVICE_IDS:
                 values[GLOBAL_DEVICE_IDS] = global_ids
+            rewritten = groups.rewritten(op)
+            if rewritten is not None:
+                values[REPLICA_GROUPS] = rewritten
             changed |= rewriter.set_attributes(op, values)
         changed |= set_device_counts(module, rewriter, replicas=1, partitions=device_count(module))
         return changed
+
+
+def check_group_form(form: str, owner: str) -> None:
+    """PipelineError unless `form` is a group form this jaxlib can write."""
+    if form not in GROUP_FORMS:
+        raise PipelineError(
+            f"option 'replica-groups' of {owner} takes {' or '.join(GROUP_FORMS)}, got '{form}'"
+        )
+    if form == "named" and not ir.MESH_AXIS_GROUPS:
+        raise PipelineError(
+            f"option 'replica-groups' of {owner}: this jaxlib's StableHLO has no mesh-axis "
+            "replica groups; use replica-groups=dense"
+        )
+
+
+class GroupWriter:
+    """Writes replica groups in one form (`form`, "named" or "dense"): `rewritten(op)`
+    is `op`'s groups in that form, or None where they stay as they are. Groups are
+    read once per distinct attribute (MLIR uniques them: ops of one group set share
+    one), and the mesh op is made when the first group is named."""
+
+    def __init__(self, module: ir.Module, form: str, rewriter: Rewriter) -> None:
+        self.module = module
+        self.rewriter = rewriter
+        self.meshes = hlo.meshes_of(module)
+        mesh = dialect.read_mesh(module)
+        readable = mesh is not None and all(map(ir.mesh_axis_name_readable, mesh.axis_names))
+        # Device ids where asked, and where the XLA in use cannot read an axis name.
+        self.expand = form == "dense" or (mesh is not None and not readable)
+        # The mesh groups are named by (none: they stay as they are).
+        self.mesh = mesh if form == "named" and readable else None
+        self.by_groups = axes_by_groups(self.mesh) if self.mesh else {}
+        self.symbol: str | None = None
+        self.written: dict[ir.Attribute, ir.Attribute | None] = {}
+
+    def rewritten(self, op: ir.Operation) -> ir.Attribute | None:
+        if op.name not in WITH_REPLICA_GROUPS:
+            return None  # collective_permute: pairs
+        groups = op.attributes[REPLICA_GROUPS]  # the verifier requires it of the others
+        if groups not in self.written:
+            self.written[groups] = self._rewrite(op)
+        return self.written[groups]
+
+    def _rewrite(self, op: ir.Operation) -> ir.Attribute | None:
+        matrix, axes = read_groups(op, self.meshes)
+        if self.expand:
+            return hlo.groups_attr(matrix) if axes is not None else None
+        if axes is not None or self.mesh is None:
+            return None  # named already, or no mesh to name them by
+        axes = self.by_groups.get(groups_key(matrix))
+        if axes is None:
+            return None  # not whole mesh axes (axis_index_groups split them)
+        if self.symbol is None:
+            self.symbol = mesh_symbol(self.module, self.mesh, self.meshes, self.rewriter)
+        return ir.mesh_axis_groups_attr(self.symbol, axes)
+
+
+def expand_groups(module: ir.Module, collectives: list[ir.Operation], rewriter: Rewriter) -> bool:
+    """Write replica groups given as mesh axes as device ids; whether any were."""
+    groups = GroupWriter(module, "dense", rewriter)
+    changed = False
+    for op in collectives:
+        dense = groups.rewritten(op)
+        if dense is not None:
+            changed |= rewriter.set_attributes(op, {REPLICA_GROUPS: dense})
+    return changed
+
+
+def read_groups(op: ir.Operation, meshes: dict[str, hlo.MeshDevices]):
+    """`hlo.read_groups` of `op`'s replica groups, a bad mesh or axis at `op`."""
+    try:
+        return hlo.read_groups(op.attributes[REPLICA_GROUPS], meshes)
+    except hlo.GroupsError as error:
+        raise dialect.error_at(op, f"'{op.name}': {error}") from None
+
+
+def mesh_symbol(
+    module: ir.Module, mesh: Mesh, meshes: dict[str, hlo.MeshDevices], rewriter: Rewriter
+) -> str:
+    """The symbol of an `sdy.mesh` op of `mesh` (its devices in mesh order): one the
+    module has, else a new one first in the module, `@mesh` unless that is taken."""
+    for name, found in meshes.items():
+        if found == hlo.MeshDevices(mesh):
+            return name
+    name = ir.unused_symbol(ir.symbol_names(module), "mesh")
+    axes = list(zip(mesh.axis_names, mesh.axis_sizes))
+    attributes = {
+        "sym_name": ir.string_attr(name),
+        "mesh": ir.sdy_mesh_attr(axes),
+        ir.STABLEHLO_MESH: ir.stablehlo_mesh_dict(axes),
+    }
+    top = rewriter.at_start(module.body, ir.unknown_location(module.context))
+    top.create("sdy.mesh", [], [], attributes)
+    meshes[name] = hlo.MeshDevices(mesh)
+    return name
 
 
 def is_variadic_all_reduce(op: ir.Operation) -> bool:

@@ -9,7 +9,8 @@ and `source_target_pairs` list replica ids (= mesh positions). The module says
 A program in partition form (after to-partitions) is converted back: with one
 replica, partition ids and global device ids are the replica ids, so
 partition_id becomes replica_id and channel handles and use_global_device_ids
-are dropped; groups and pairs stay as they are.
+are dropped; groups and pairs stay as they are, but groups written as mesh axes
+(which XLA reads only in partition form) become device ids.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pmapc.passes.to_partitions import (
     GLOBAL_DEVICE_IDS,
     device_count,
     device_ops,
+    expand_groups,
     replace_device_ids,
     set_device_counts,
 )
@@ -43,5 +45,6 @@ class ToReplicasPass:
         changed = replace_device_ids(device_ids, "stablehlo.replica_id", rewriter)
         for op in collectives:
             changed |= rewriter.drop_attributes(op, (CHANNEL_HANDLE, GLOBAL_DEVICE_IDS))
+        changed |= expand_groups(module, collectives, rewriter)
         changed |= set_device_counts(module, rewriter, replicas=device_count(module), partitions=1)
         return changed

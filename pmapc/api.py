@@ -30,6 +30,8 @@ from pmapc.errors import (
 )
 from pmapc.lowering import jax_api, jax_messages, map_rules, placement, primitives, trace
 from pmapc.lowering.locations import at_user_call_site, from_traceback
+from pmapc.passes import DEFAULT_TARGET, TARGETS
+from pmapc.passes.to_partitions import DEFAULT_GROUP_FORM, GROUP_FORMS
 from pmapc.stages import CallSignature, Lowered
 
 jax_api.hide_from_locations(ir, pmapc.compiler, pmapc.lowering, pmapc.passes)
@@ -327,9 +329,18 @@ class MappedFunction:
             raise from_traceback(error, error.__traceback__) from None
 
 
-def lower(fun: Callable, *args, target: str = "partitions", **kwargs) -> Lowered:
+def lower(
+    fun: Callable,
+    *args,
+    target: str = DEFAULT_TARGET,
+    replica_groups: str = DEFAULT_GROUP_FORM,
+    **kwargs,
+) -> Lowered:
     """Trace any function that calls `pmapc.pmap` (a plain function, a `jax.jit` of
-    one, or a `pmapc.pmap` function) and run the passes for `target`.
+    one, or a `pmapc.pmap` function) and run the passes for `target` ("partitions",
+    what `jax.jit` runs, or "replicas"), writing replica groups in partition form as
+    `replica_groups` says: "named" (mesh axes, where groups are whole axes) or
+    "dense" (device ids).
 
     Like `jax.make_jaxpr`, it stages the whole function: ops around the maps run
     on every device of the mesh. The result has the IR of every stage. Across
@@ -338,6 +349,14 @@ def lower(fun: Callable, *args, target: str = "partitions", **kwargs) -> Lowered
     `jax.jit` does.
     """
     start = time.perf_counter()
+    for option, value, choices in (
+        ("target", target, tuple(TARGETS)),
+        ("replica_groups", replica_groups, GROUP_FORMS),
+    ):
+        if value not in choices:
+            raise ArgumentError(
+                f"pmapc.lower: {option}= takes {' or '.join(map(repr, choices))}, got {value!r}"
+            )
     static_argnums: tuple[int, ...] = ()
     if isinstance(fun, MappedFunction):
         args, kwargs = fun._global_values(args, kwargs)
@@ -357,6 +376,7 @@ def lower(fun: Callable, *args, target: str = "partitions", **kwargs) -> Lowered
         traced,
         getattr(fun, "__name__", "program"),
         target=target,
+        replica_groups=replica_groups,
         record_stages=True,
         argument_names=names,
     )

@@ -10,12 +10,14 @@ fails later, far from its cause.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from pmapc import ir
+from pmapc.mesh import Mesh, replica_groups_for
 
 if TYPE_CHECKING:
     from pmapc.passes.rewriter import Builder
@@ -125,6 +127,77 @@ def build_reducer(b: Builder, region: ir.Region, element_type: ir.Type, reducer:
 
 def groups_attr(groups: np.ndarray) -> ir.Attribute:
     return ir.dense_i64_attr(groups)
+
+
+# ----------------------------------------------------------------------------
+# Replica groups in either form: dense (a matrix of device ids) or mesh axes
+# (`#stablehlo.replica_group_mesh_axes`, over an `sdy.mesh` op or a mesh inline)
+
+
+class GroupsError(ValueError):
+    """Mesh-axis replica groups that name a mesh or an axis the module lacks."""
+
+
+@dataclasses.dataclass(frozen=True)
+class MeshDevices:
+    """An `sdy.mesh`: its axes, and the device of each mesh position (empty: the
+    position itself)."""
+
+    mesh: Mesh
+    device_ids: tuple[int, ...] = ()
+
+
+def meshes_of(module: ir.Module) -> dict[str, MeshDevices]:
+    """The module's `sdy.mesh` ops, by symbol."""
+    meshes = {}
+    for op in module.body.operations:
+        op = op.operation
+        if op.name == "sdy.mesh":
+            axes, device_ids = ir.sdy_mesh_axes(op.attributes["mesh"])
+            meshes[ir.symbol_name(op)] = MeshDevices(
+                Mesh(tuple(n for n, _ in axes), tuple(s for _, s in axes)), device_ids
+            )
+    return meshes
+
+
+def read_groups(
+    attr: ir.Attribute, meshes: dict[str, MeshDevices]
+) -> tuple[np.ndarray, tuple[str, ...] | None]:
+    """The replica groups `attr` holds, as a (groups, group size) matrix of device
+    ids, and the mesh axes it names (None for dense groups); GroupsError if it names
+    a mesh that is not in `meshes` (`meshes_of`) or an axis its mesh lacks."""
+    named = ir.as_mesh_axis_groups(attr)
+    if named is None:
+        return ir.dense_int_matrix(attr), None
+    if isinstance(named.mesh, str):
+        if named.mesh not in meshes:
+            raise GroupsError(
+                f"replica groups name mesh @{named.mesh}, which the module does not define; "
+                "add its sdy.mesh op"
+            )
+        where = meshes[named.mesh]
+    else:
+        names, sizes = zip(*named.mesh) if named.mesh else ((), ())
+        where = MeshDevices(Mesh(tuple(names), tuple(sizes)))
+    mesh = where.mesh
+    axes = named.axes
+    unknown = [axis for axis in axes if axis not in mesh.axis_names]
+    repeated = sorted({axis for axis in axes if axes.count(axis) > 1})
+    if unknown or repeated or not axes:
+        fault = (
+            f"'{unknown[0]}' is not an axis of mesh {mesh}"
+            if unknown
+            else f"they name '{repeated[0]}' twice"
+            if repeated
+            else "they name no axis"
+        )
+        raise GroupsError(
+            f"replica groups over axes {list(axes)}: {fault}; name axes of the mesh, each once"
+        )
+    groups = replica_groups_for(mesh, named.axes)
+    if where.device_ids:
+        groups = np.asarray(where.device_ids, dtype=np.int64)[groups]
+    return groups, named.axes
 
 
 def reduction_identity(element_type: ir.Type, reducer: str) -> ir.Attribute:

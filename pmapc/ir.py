@@ -12,8 +12,9 @@ import contextlib
 import ctypes
 import io
 from collections.abc import Collection, Iterator, Sequence
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
+import jaxlib.version
 import numpy as np
 import numpy.typing as npt
 from jaxlib.mlir import ir
@@ -731,6 +732,102 @@ def function_type_attr(inputs: Sequence[ir.Type], results: Sequence[ir.Type]) ->
 def sdy_mesh_attr(axes: Sequence[tuple[str, int]]) -> ir.Attribute:
     """`#sdy.mesh<["a"=2, "b"=4]>` of (name, size) pairs, major first."""
     return _sdy.MeshAttr.get([_sdy.MeshAxisAttr.get(name, size) for name, size in axes])
+
+
+def sdy_mesh_axes(attr: ir.Attribute) -> tuple[tuple[tuple[str, int], ...], tuple[int, ...]]:
+    """The (name, size) axes of an `#sdy.mesh<...>` attribute, major first, and its
+    device ids (empty: the devices in mesh order)."""
+    mesh = _sdy.MeshAttr(attr)
+    axes = tuple((axis.name, axis.size) for axis in (_sdy.MeshAxisAttr(a) for a in mesh.axes))
+    return axes, tuple(int(device) for device in mesh.device_ids)
+
+
+# Whether jaxlib's StableHLO knows mesh-axis replica groups (and so the XLA shipped
+# with it reads them; pmapc's tests run both forms at both ends of its JAX range).
+MESH_AXIS_GROUPS: bool = hasattr(_stablehlo, "ReplicaGroupMeshAxesAttr")
+
+# XLA reads mesh-axis groups over axes whose names hold a double quote (pmapc's label
+# of a tuple axis name, say) from jaxlib 0.11.2 on; 0.10.2 reports "Unknown axis".
+_QUOTED_AXES = tuple(int(part) for part in jaxlib.version.__version__.split(".")[:3]) >= (0, 11, 2)
+
+
+def mesh_axis_name_readable(name: str) -> bool:
+    """Whether the XLA in use reads mesh-axis replica groups over an axis so named."""
+    return _QUOTED_AXES or '"' not in name
+
+
+# The discardable attribute JAX puts on an `sdy.mesh` that replica groups name:
+# the mesh as StableHLO spells it.
+STABLEHLO_MESH = "stablehlo.mesh"
+
+
+def mesh_axis_groups_attr(mesh: str, axes: Sequence[str]) -> ir.Attribute:
+    """`#stablehlo.replica_group_mesh_axes<mesh = @mesh, axes = [...]>`: one replica
+    group for each position along the other axes of the `sdy.mesh` op `mesh`, holding
+    the devices along `axes` in their order (the first the most major)."""
+    refs = ir.ArrayAttr.get([_stablehlo.AxisRefAttr.get(axis) for axis in axes])
+    return _stablehlo.ReplicaGroupMeshAxesAttr.get(ir.FlatSymbolRefAttr.get(mesh), refs)
+
+
+def stablehlo_mesh_dict(axes: Sequence[tuple[str, int]]) -> ir.Attribute:
+    """`{axes = [{name = "a", size = 2 : i64}, ...]}`, the `stablehlo.mesh` attribute."""
+    return ir.DictAttr.get(
+        {
+            "axes": ir.ArrayAttr.get(
+                [
+                    ir.DictAttr.get({"name": string_attr(name), "size": i64_attr(size)})
+                    for name, size in axes
+                ]
+            )
+        }
+    )
+
+
+class MeshAxisGroups(NamedTuple):
+    """Replica groups written as mesh axes: the mesh (the symbol of an `sdy.mesh` op,
+    or its (name, size) axes written inline) and the axes, major first."""
+
+    mesh: str | tuple[tuple[str, int], ...]
+    axes: tuple[str, ...]
+
+
+def as_mesh_axis_groups(attr: ir.Attribute) -> MeshAxisGroups | None:
+    """The mesh and axes of `#stablehlo.replica_group_mesh_axes<...>`; None for any
+    other attribute (dense groups) and for groups over parts of axes (sub-axes)."""
+    if not MESH_AXIS_GROUPS or not _stablehlo.ReplicaGroupMeshAxesAttr.isinstance(attr):
+        return None
+    groups = _stablehlo.ReplicaGroupMeshAxesAttr(attr)
+    refs = [_stablehlo.AxisRefAttr(ref) for ref in ir.ArrayAttr(groups.axes)]
+    if any(ref.sub_axis_info is not None for ref in refs):
+        return None
+    mesh: str | tuple[tuple[str, int], ...]
+    if isinstance(groups.mesh, ir.FlatSymbolRefAttr):
+        mesh = groups.mesh.value
+    else:
+        inline = ir.ArrayAttr(_stablehlo.MeshAttr(groups.mesh).axes)
+        mesh = tuple(
+            (axis.name, axis.size) for axis in (_stablehlo.MeshAxisAttr(a) for a in inline)
+        )
+    return MeshAxisGroups(mesh, tuple(ref.name for ref in refs))
+
+
+def symbol_names(module: ir.Module) -> set[str]:
+    """The symbols the module's top-level ops define (functions, meshes, ...)."""
+    names = set()
+    for op in module.body.operations:
+        attributes = op.operation.attributes
+        if "sym_name" in attributes and isinstance(attributes["sym_name"], ir.StringAttr):
+            names.add(ir.StringAttr(attributes["sym_name"]).value)
+    return names
+
+
+def unused_symbol(taken: Collection[str], base: str) -> str:
+    """`base`, else `base_1`, `base_2`, ...: the first that is not in `taken`."""
+    candidate, number = base, 0
+    while candidate in taken:
+        number += 1
+        candidate = f"{base}_{number}"
+    return candidate
 
 
 def sdy_sharding_attr(mesh: str, split: Sequence[Sequence[str]]) -> ir.Attribute:

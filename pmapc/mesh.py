@@ -82,6 +82,24 @@ def replica_groups_for(
     return split
 
 
+GroupsKey = tuple[tuple[int, ...], ...]  # a replica-group matrix as nested tuples
+
+
+def groups_key(groups: np.ndarray) -> GroupsKey:
+    return tuple(tuple(int(device) for device in group) for group in groups)
+
+
+def axes_by_groups(mesh: Mesh) -> dict[GroupsKey, tuple[str, ...]]:
+    """Every ordered tuple of distinct mesh axes, by its replica groups: fewer axes
+    first, then in mesh order, so that axes of size 1 (which change no group) are
+    left out of the tuple a group matrix names."""
+    names: dict[GroupsKey, tuple[str, ...]] = {}
+    for count in range(1, len(mesh.axis_names) + 1):
+        for axes in itertools.permutations(mesh.axis_names, count):
+            names.setdefault(groups_key(replica_groups_for(mesh, axes)), axes)
+    return names
+
+
 def axis_index_terms(mesh: Mesh, axes: tuple[str, ...]) -> list[tuple[int, int, int]]:
     """(stride, size, weight) per named axis: index = sum(((id // stride) % size) * weight)."""
     terms = []

@@ -1,10 +1,13 @@
-"""Fuzz `pmapc opt`: mutate valid pmapc-IR modules and check every run ends cleanly.
+"""Fuzz `pmapc opt`: mutate valid modules and check every run ends cleanly.
 
 Each mutant (attributes dropped or retyped, sizes, names and shapes changed,
-ops deleted, text truncated or corrupted) goes through `pmapc opt
---pmapc-to-stablehlo` in this process. A run must end with exit 0 (and
-valid output without pmapc ops) or exit 1 with an `error:` diagnostic — never
-a Python exception, a crash or a hang (each run has a time limit).
+ops deleted, text truncated or corrupted) goes through `pmapc opt` in this
+process: a pmapc-IR module through `--pmapc-to-stablehlo`, a lowered one (the
+inputs of the target passes' lit tests, with their groups as device ids and
+as mesh axes) through `to-partitions` and `to-replicas`. A run must end with
+exit 0 (and valid output without pmapc ops) or exit 1 with an `error:`
+diagnostic — never a Python exception, a crash or a hang (each run has a
+time limit).
 
     python scripts/fuzz_ir.py --count 5000 --seed 7
 
@@ -29,16 +32,39 @@ SEEDS = [
     ROOT / "examples" / "nested_2x4.mlir",
     *sorted((ROOT / "tests" / "lit" / "passes").glob("*.mlir")),
 ]
+LOWERED_SEEDS = [
+    ROOT / "tests" / "lit" / "passes" / f"{name}.mlir" for name in ("to-partitions", "to-replicas")
+]
 TIME_LIMIT_SECONDS = 30
 
+PMAPC_IR = ["--pmapc-to-stablehlo"]
+LOWERED = ["--pass-pipeline=builtin.module(to-partitions,to-replicas)"]
 
-def corpus() -> list[str]:
-    """Valid pmapc-IR modules: the example and each chunk of the lit pass tests."""
-    modules = []
-    for path in SEEDS:
-        for chunk in re.split(r"^// -----\s*$", path.read_text(), flags=re.M):
-            if "pmapc.map" in chunk and "expected-error" not in chunk:
-                modules.append(chunk)
+
+def chunks(path: pathlib.Path) -> list[str]:
+    """The modules of a lit test file, but those that expect errors."""
+    return [
+        chunk
+        for chunk in re.split(r"^// -----\s*$", path.read_text(), flags=re.M)
+        if "module" in chunk and "expected-error" not in chunk
+    ]
+
+
+def corpus() -> list[tuple[str, list[str]]]:
+    """(valid module, the `pmapc opt` flags to run it with): the pmapc-IR example and
+    chunks of the lit pass tests, and the lowered chunks of the target passes' tests
+    as they are and with to-partitions' groups named by mesh axes."""
+    modules = [
+        (chunk, PMAPC_IR) for path in SEEDS for chunk in chunks(path) if "pmapc.map" in chunk
+    ]
+    for path in LOWERED_SEEDS:
+        for chunk in chunks(path):
+            if "pmapc.map" in chunk:
+                continue
+            modules.append((chunk, LOWERED))
+            code, out, _ = run_opt(chunk, ["--pass-pipeline=builtin.module(to-partitions)"])
+            if code == 0:
+                modules.append((out, LOWERED))
     return modules
 
 
@@ -96,6 +122,15 @@ def change_target(text, rng):
     return _replace_one(r"@pmapc\.\w+", f"@pmapc.{rng.choice(['psum', 'map', 'bogus'])}", text, rng)
 
 
+def change_mesh_axis(text, rng):
+    return _replace_one(
+        r'(axis_ref<name = |sdy.mesh @\w+ = <\[|mesh = @)("?\w+"?)',
+        lambda m: m.group(1) + rng.choice(['"zz"', '"data"', "@nowhere", '"i"', "mesh"]),
+        text,
+        rng,
+    )
+
+
 def change_callee(text, rng):
     return _replace_one(
         r"called_computations = \[@\w+\]",
@@ -144,6 +179,7 @@ MUTATIONS = [
     change_shape,
     change_target,
     change_callee,
+    change_mesh_axis,
     delete_line,
     duplicate_line,
     truncate,
@@ -159,25 +195,32 @@ def _alarm(signum, frame):
     raise TimeLimit
 
 
-def run_one(text: str, workdir: pathlib.Path) -> str | None:
-    """None if `pmapc opt` ended cleanly on `text`, else what went wrong."""
+def run_opt(text: str, flags: list[str]) -> tuple[int, str, str]:
+    """`pmapc opt` on `text` in this process: (exit code, stdout, stderr)."""
     from pmapc.tools.main import main
 
-    path = workdir / "mutant.mlir"
-    path.write_text(text, encoding="utf-8", errors="surrogateescape")
-    out, err = io.StringIO(), io.StringIO()
+    with tempfile.TemporaryDirectory() as workdir:
+        path = pathlib.Path(workdir) / "mutant.mlir"
+        path.write_text(text, encoding="utf-8", errors="surrogateescape")
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(["opt", str(path), *flags])
+    return code, out.getvalue(), err.getvalue()
+
+
+def run_one(text: str, flags: list[str]) -> str | None:
+    """None if `pmapc opt` ended cleanly on `text`, else what went wrong."""
     signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(TIME_LIMIT_SECONDS)
     try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = main(["opt", str(path), "--pmapc-to-stablehlo"])
+        code, out, err = run_opt(text, flags)
     except TimeLimit:
         return f"no result within {TIME_LIMIT_SECONDS} s"
     except BaseException as error:  # the finding: anything escaping main()
         return f"raised {type(error).__name__}: {error}"
     finally:
         signal.alarm(0)
-    return judge(code, out.getvalue(), err.getvalue())
+    return judge(code, out, err)
 
 
 def judge(code: int, out: str, err: str) -> str | None:
@@ -194,17 +237,16 @@ def fuzz(count: int, seed: int, only: int | None = None) -> list[str]:
     modules = corpus()
     failures = []
     seeds = [only] if only is not None else range(seed, seed + count)
-    with tempfile.TemporaryDirectory() as workdir:
-        for mutant_seed in seeds:
-            rng = random.Random(mutant_seed)
-            text = rng.choice(modules)
-            for _ in range(rng.randint(1, 3)):
-                text = mutate(text, rng)
-            problem = run_one(text, pathlib.Path(workdir))
-            if problem is not None:
-                failures.append(f"seed {mutant_seed}: {problem}")
-                if only is not None:
-                    print(text)
+    for mutant_seed in seeds:
+        rng = random.Random(mutant_seed)
+        text, flags = rng.choice(modules)
+        for _ in range(rng.randint(1, 3)):
+            text = mutate(text, rng)
+        problem = run_one(text, flags)
+        if problem is not None:
+            failures.append(f"seed {mutant_seed}: {problem}")
+            if only is not None:
+                print(text)
     return failures
 
 

@@ -3,7 +3,9 @@
 The module may be pmapc IR (the default pipeline runs first, ending in the
 pass of `--target`, default partitions) or a lowered module, the output of
 `pmapc opt --pmapc-to-stablehlo` in either form: it runs in the form it
-declares, or is converted to `--target` when one is given. Inputs are the
+declares, or is converted to `--target` when one is given. In partition form
+`--replica-groups` says how collectives' groups are written (mesh axes or
+device ids; for a lowered module, only when given). Inputs are the
 global arrays `@main` takes, one `.npy` file each, in order; outputs are
 written as OUTDIR/result<i>.npy. On CPU, pmapc provides as many virtual
 devices as the mesh needs.
@@ -19,9 +21,11 @@ import zipfile
 import numpy as np
 
 from pmapc import dialect, ir
-from pmapc.compiler import driver, xla
+from pmapc.compiler import driver, runtime, xla
+from pmapc.compiler.pipeline import default_pipeline, target_pass
 from pmapc.errors import PmapcError
 from pmapc.passes import DEFAULT_TARGET, TARGETS
+from pmapc.passes.to_partitions import DEFAULT_GROUP_FORM, GROUP_FORMS
 from pmapc.tools.common import read_input, report_error
 
 
@@ -48,6 +52,14 @@ def build_parser() -> argparse.ArgumentParser:
         f"IR {DEFAULT_TARGET}, for a lowered module the form it declares)",
     )
     parser.add_argument(
+        "--replica-groups",
+        choices=GROUP_FORMS,
+        default=None,
+        help="in partition form, write collectives' groups as mesh axes (named) or "
+        f"device ids (dense) (default: for pmapc IR {DEFAULT_GROUP_FORM}, for a "
+        "lowered module as they are)",
+    )
+    parser.add_argument(
         "--print", dest="print_values", action="store_true", help="also print the results"
     )
     return parser
@@ -59,7 +71,7 @@ def main(argv: list[str]) -> int:
     if text is None:
         return 1
     try:
-        compilation = compile_module(text, args.target, args.input)
+        compilation = compile_module(text, args.target, args.input, args.replica_groups)
         arrays = [load_npy(path) for path in args.inputs]
         executable = prepare(compilation, args.backend)
         check_count(executable, arrays)
@@ -70,13 +82,21 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def compile_module(text: str, target: str | None = None, filename: str = "-"):
+def compile_module(
+    text: str, target: str | None = None, filename: str = "-", replica_groups: str | None = None
+):
     """Run the default pipeline for `target` on pmapc IR read from `filename`; a
-    lowered module only goes through the pass of `target`, when one is given."""
+    lowered module only goes through the pass of `target` (by default the form it
+    declares), when a target or a `replica_groups` form is given."""
     module = ir.parse_module(text, ir.make_context(), filename)
+    form = replica_groups or DEFAULT_GROUP_FORM
     if not is_lowered(module):
-        return driver.run_pipeline(module, target=target or DEFAULT_TARGET)
-    passes = [TARGETS[target]()] if target else []
+        return driver.run_pipeline(module, passes=default_pipeline(target or DEFAULT_TARGET, form))
+    if target is None and replica_groups is not None:
+        mesh = dialect.read_mesh(module)
+        assert mesh is not None  # a lowered module has one
+        target = runtime.execution_form(module, mesh)
+    passes = [target_pass(target, form)] if target else []
     return driver.run_pipeline(module, passes=passes)
 
 

@@ -5,8 +5,10 @@ FUNC names a function defined at the top level of FILE.py, traced the way
 one (with other JAX ops around it), or a `jax.jit` of either. Each `--arg`
 gives one positional argument's dtype and shape. `--emit=pmapc`
 (default) prints the traced IR, `--emit=spmd` the SPMD StableHLO after all
-passes, `--emit=PASS` the IR after that pass, `--emit=plan` the communication
-plan (as `pmapc plan`, with its `--picture` and `--svg FILE`).
+passes, `--emit=hlo` XLA's HLO of it (what XLA optimizes and runs),
+`--emit=PASS` the IR after that pass, `--emit=plan` the communication plan (as
+`pmapc plan`, with its `--picture` and `--svg FILE`). `--replica-groups=dense`
+writes every collective's groups as device ids instead of mesh axes.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import pmapc
 from pmapc import ir
 from pmapc.errors import PmapcError, SourceLoc
 from pmapc.lowering.locations import innermost_user_line
+from pmapc.passes.to_partitions import DEFAULT_GROUP_FORM, GROUP_FORMS
 from pmapc.tools import plan_cmd
 from pmapc.tools.common import report_error, write_output
 
@@ -45,8 +48,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--emit",
         default="pmapc",
-        help="pmapc (traced IR), spmd (after all passes), plan (the "
-        "communication plan) or a pass name",
+        help="pmapc (traced IR), spmd (after all passes), hlo (XLA's HLO of spmd), "
+        "plan (the communication plan) or a pass name",
+    )
+    parser.add_argument(
+        "--replica-groups",
+        choices=GROUP_FORMS,
+        default=DEFAULT_GROUP_FORM,
+        help="write collectives' groups as mesh axes where they are whole axes "
+        f"(named) or as device ids (dense); default {DEFAULT_GROUP_FORM}",
     )
     parser.add_argument("-o", dest="output", default="-", help="output file ('-': stdout)")
     parser.add_argument(
@@ -63,7 +73,7 @@ def main(argv: list[str]) -> int:
     try:
         function = load_function(args.target)
         arguments = [parse_arg(text) for text in args.arg]
-        lowered = traced(function, arguments)
+        lowered = traced(function, arguments, args.replica_groups)
         if args.emit == "plan":
             text = plan_cmd.render(
                 lowered.plan(),
@@ -83,10 +93,10 @@ class UserCodeError(PmapcError):
     """The traced function raised: its exception, at the user's line."""
 
 
-def traced(function, arguments):
+def traced(function, arguments, replica_groups: str = DEFAULT_GROUP_FORM):
     """`pmapc.lower` of the function; an exception its code raises becomes one line."""
     try:
-        return pmapc.lower(function, *arguments)
+        return pmapc.lower(function, *arguments, replica_groups=replica_groups)
     except PmapcError:
         raise
     except Exception as error:  # the user's code failed while being traced
@@ -98,10 +108,15 @@ def traced(function, arguments):
 def emit(lowered, stage: str, debug_info: bool) -> str:
     if debug_info and stage == "pmapc":
         return lowered.compilation.traced_with_locations()
+    if stage == "hlo":
+        if debug_info:
+            raise ValueError("--mlir-print-debuginfo works with --emit=pmapc or --emit=spmd")
+        return lowered.as_text("hlo")
     names = {"spmd": "stablehlo"}
     stage = names.get(stage, stage)
     if stage not in lowered.stages:
-        choices = ", ".join(["pmapc", "spmd", "plan", *[s for s in lowered.stages if "-" in s]])
+        passes = [s for s in lowered.stages if "-" in s]
+        choices = ", ".join(["pmapc", "spmd", "hlo", "plan", *passes])
         raise ValueError(f"unknown --emit '{stage}'; choose one of {choices}")
     if debug_info and stage != "stablehlo":
         raise ValueError("--mlir-print-debuginfo works with --emit=pmapc or --emit=spmd")

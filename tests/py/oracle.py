@@ -143,8 +143,9 @@ def check_against_vmap(
 ):
     """Build the program with `pmapc.pmap` and with `vmap_mapper`, run both on `args`, compare.
 
-    pmapc runs on both targets: called (through `jax.jit`, the partition form)
-    and compiled in replica form (`pmapc.lower(..., target="replicas")`).
+    pmapc runs in every form: called (through `jax.jit`: the partition form with
+    replica groups of device ids), compiled by `pmapc.lower` in partition form with
+    groups named by mesh axes, and in replica form (`target="replicas"`).
     Returns pmapc's results as numpy arrays, for further checks.
     """
     program = build(pmapc.pmap)
@@ -152,6 +153,7 @@ def check_against_vmap(
     # np.asarray waits: XLA's CPU collectives can deadlock with many programs in flight.
     actual = jax.tree_util.tree_map(np.asarray, program(*args))
     assert_tree_equal(actual, expected, rtol=rtol, atol=atol)
-    replicas = pmapc.lower(program, *args, target="replicas").compile()(*args)
-    assert_tree_equal(jax.tree_util.tree_map(np.asarray, replicas), expected, rtol=rtol, atol=atol)
+    for form in ({"replica_groups": "named"}, {"target": "replicas"}):
+        other = pmapc.lower(program, *args, **form).compile()(*args)
+        assert_tree_equal(jax.tree_util.tree_map(np.asarray, other), expected, rtol=rtol, atol=atol)
     return actual

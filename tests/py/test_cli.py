@@ -18,8 +18,9 @@ QUICKSTART = ROOT / "examples" / "quickstart.py"
 def test_opt_lowers_the_example(capsys):
     assert main(["opt", str(EXAMPLE_IR), "--pmapc-to-stablehlo"]) == 0
     out = capsys.readouterr().out
-    assert "[[0, 1, 2, 3], [4, 5, 6, 7]]" in out
-    assert "[[0, 4], [1, 5], [2, 6], [3, 7]]" in out
+    assert 'sdy.mesh @mesh = <["data"=2, "model"=4]>' in out
+    assert 'mesh = @mesh, axes = [#stablehlo.axis_ref<name = "model">]' in out
+    assert 'mesh = @mesh, axes = [#stablehlo.axis_ref<name = "data">]' in out
     assert "mhlo.num_partitions = 8 : i32, mhlo.num_replicas = 1 : i32" in out
     assert "channel_handle" in out and "use_global_device_ids" in out
     assert "pmapc.psum" not in out

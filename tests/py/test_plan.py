@@ -34,12 +34,18 @@ WORKLOADS = [
 ]
 
 
+FORMS = [("replicas", "dense"), ("partitions", "named"), ("partitions", "dense")]
+
+
+@pytest.mark.parametrize(("target", "replica_groups"), FORMS, ids=["-".join(f) for f in FORMS])
 @pytest.mark.parametrize(
     "build", [build for _, build in WORKLOADS], ids=[name for name, _ in WORKLOADS]
 )
-def test_plan_bytes_match_xla_hlo_and_the_workload_minimum(build):
+def test_plan_bytes_match_xla_hlo_and_the_workload_minimum(build, target, replica_groups):
     workload = build()
-    lowered = pmapc.lower(workload.pmapc_fn, *workload.pmapc_args, target="replicas")
+    lowered = pmapc.lower(
+        workload.pmapc_fn, *workload.pmapc_args, target=target, replica_groups=replica_groups
+    )
     plan = lowered.plan()
     hlo = lowered.compile().as_text()
     devices = workload.mesh_shape[0] * workload.mesh_shape[1]

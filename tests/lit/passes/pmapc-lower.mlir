@@ -1,31 +1,40 @@
-// RUN: pmapc opt %s --pass-pipeline='builtin.module(pmapc-lower)' --split-input-file | FileCheck %s --check-prefixes=CHECK,PARTITIONS
-// RUN: pmapc opt %s --pass-pipeline='builtin.module(pmapc-lower{target=replicas})' --split-input-file | FileCheck %s --check-prefixes=CHECK,REPLICAS
+// RUN: pmapc opt %s --pass-pipeline='builtin.module(pmapc-lower)' --split-input-file | FileCheck %s --check-prefixes=CHECK,PARTITIONS,NAMED
+// RUN: pmapc opt %s --pass-pipeline='builtin.module(pmapc-lower{replica-groups=dense})' --split-input-file | FileCheck %s --check-prefixes=CHECK,PARTITIONS,DENSE
+// RUN: pmapc opt %s --pass-pipeline='builtin.module(pmapc-lower{target=replicas})' --split-input-file | FileCheck %s --check-prefixes=CHECK,REPLICAS,DENSE
 
 // The passes every program needs (the pmapc-lower pipeline), end to end: from
 // nested maps to StableHLO collectives with explicit replica groups, in
-// partition form (the default target) or replica form. The groups are the
-// same in both: device positions in the mesh.
+// partition form (the default target) or replica form. In partition form the
+// groups name the mesh axes they are over, in the order the program names
+// them (NAMED; to-partitions adds the mesh op); with replica-groups=dense, and
+// in replica form, they are device positions in the mesh (DENSE).
 
 // The example nest (examples/nested_2x4.mlir): inner collectives act within
 // a data row, the outer psum across rows, the tiled gather over all devices.
 // CHECK-LABEL: module @nested_2x4_example
 // PARTITIONS-SAME: mhlo.num_partitions = 8 : i32, mhlo.num_replicas = 1 : i32
 // REPLICAS-SAME: mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 8 : i32
+// NAMED: sdy.mesh @mesh = <["data"=2, "model"=4]>
+// DENSE-NOT: sdy.mesh
 // CHECK: "stablehlo.all_reduce"
 // PARTITIONS-SAME: channel_handle = #stablehlo.channel_handle<handle = 1, type = 1>
 // REPLICAS-NOT: channel_handle
-// CHECK-SAME{LITERAL}: replica_groups = dense<[[0, 1, 2, 3], [4, 5, 6, 7]]>
+// NAMED-SAME: replica_groups = #stablehlo.replica_group_mesh_axes<mesh = @mesh, axes = [#stablehlo.axis_ref<name = "model">]>
+// DENSE-SAME{LITERAL}: replica_groups = dense<[[0, 1, 2, 3], [4, 5, 6, 7]]>
 // CHECK: "stablehlo.collective_permute"
 // CHECK-SAME{LITERAL}: source_target_pairs = dense<[[0, 1], [1, 2], [2, 3], [3, 0], [4, 5], [5, 6], [6, 7], [7, 4]]>
 // CHECK: "stablehlo.all_gather"
-// CHECK-SAME{LITERAL}: replica_groups = dense<[[0, 1, 2, 3, 4, 5, 6, 7]]>
+// NAMED-SAME: replica_groups = #stablehlo.replica_group_mesh_axes<mesh = @mesh, axes = [#stablehlo.axis_ref<name = "data">, #stablehlo.axis_ref<name = "model">]>
+// DENSE-SAME{LITERAL}: replica_groups = dense<[[0, 1, 2, 3, 4, 5, 6, 7]]>
 // CHECK-SAME: -> tensor<64xf32>
 // The inner map's output: gathered over 'model', then summed over 'data'.
 // CHECK: %[[STACK:.*]] = "stablehlo.all_gather"
-// CHECK-SAME{LITERAL}: replica_groups = dense<[[0, 1, 2, 3], [4, 5, 6, 7]]>
+// NAMED-SAME: replica_groups = #stablehlo.replica_group_mesh_axes<mesh = @mesh, axes = [#stablehlo.axis_ref<name = "model">]>
+// DENSE-SAME{LITERAL}: replica_groups = dense<[[0, 1, 2, 3], [4, 5, 6, 7]]>
 // CHECK-SAME: -> tensor<4x8xf32>
 // CHECK: "stablehlo.all_reduce"(%[[STACK]])
-// CHECK-SAME{LITERAL}: replica_groups = dense<[[0, 4], [1, 5], [2, 6], [3, 7]]>
+// NAMED-SAME: replica_groups = #stablehlo.replica_group_mesh_axes<mesh = @mesh, axes = [#stablehlo.axis_ref<name = "data">]>
+// DENSE-SAME{LITERAL}: replica_groups = dense<[[0, 4], [1, 5], [2, 6], [3, 7]]>
 // CHECK-NOT: @pmapc.
 module @nested_2x4_example {
   func.func public @main(%arg0: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
@@ -51,12 +60,17 @@ module @nested_2x4_example {
 // psum over ("z", "x") in a 2x2x2 nest: one group per 'y', 'z'-major.
 // CHECK-LABEL: module @three_levels_with_tuple_in_non_nesting_order
 // CHECK-SAME: pmapc.mesh = {axis_names = ["x", "y", "z"], axis_sizes = array<i64: 2, 2, 2>}
+// NAMED: sdy.mesh @mesh = <["x"=2, "y"=2, "z"=2]>
+// DENSE-NOT: sdy.mesh
 // CHECK: "stablehlo.all_reduce"
-// CHECK-SAME{LITERAL}: replica_groups = dense<[[0, 4, 1, 5], [2, 6, 3, 7]]>
+// NAMED-SAME: replica_groups = #stablehlo.replica_group_mesh_axes<mesh = @mesh, axes = [#stablehlo.axis_ref<name = "z">, #stablehlo.axis_ref<name = "x">]>
+// DENSE-SAME{LITERAL}: replica_groups = dense<[[0, 4, 1, 5], [2, 6, 3, 7]]>
 // CHECK: "stablehlo.all_gather"
-// CHECK-SAME{LITERAL}: replica_groups = dense<[[0, 1], [2, 3], [4, 5], [6, 7]]>
+// NAMED-SAME: replica_groups = #stablehlo.replica_group_mesh_axes<mesh = @mesh, axes = [#stablehlo.axis_ref<name = "z">]>
+// DENSE-SAME{LITERAL}: replica_groups = dense<[[0, 1], [2, 3], [4, 5], [6, 7]]>
 // CHECK: "stablehlo.all_gather"
-// CHECK-SAME{LITERAL}: replica_groups = dense<[[0, 2], [1, 3], [4, 6], [5, 7]]>
+// NAMED-SAME: replica_groups = #stablehlo.replica_group_mesh_axes<mesh = @mesh, axes = [#stablehlo.axis_ref<name = "y">]>
+// DENSE-SAME{LITERAL}: replica_groups = dense<[[0, 2], [1, 3], [4, 6], [5, 7]]>
 // CHECK-NOT: @pmapc.
 module @three_levels_with_tuple_in_non_nesting_order {
   func.func public @main(%arg0: tensor<2x2x2xf32>) -> tensor<2x2x2xf32> {
@@ -82,11 +96,15 @@ module @three_levels_with_tuple_in_non_nesting_order {
 // "i" in the inner body is the inner axis (groups of 4), in the outer body the
 // outer one (groups of 2).
 // CHECK-LABEL: module @shadowed_axis_groups
+// NAMED-NEXT: sdy.mesh @mesh = <["i"=2, "i_1"=4]>
+// DENSE-NOT: sdy.mesh
 // CHECK: "stablehlo.all_reduce"
-// CHECK-SAME{LITERAL}: replica_groups = dense<[[0, 1, 2, 3], [4, 5, 6, 7]]>
+// NAMED-SAME: replica_groups = #stablehlo.replica_group_mesh_axes<mesh = @mesh, axes = [#stablehlo.axis_ref<name = "i_1">]>
+// DENSE-SAME{LITERAL}: replica_groups = dense<[[0, 1, 2, 3], [4, 5, 6, 7]]>
 // CHECK: stablehlo.add
 // CHECK: "stablehlo.all_reduce"
-// CHECK-SAME{LITERAL}: replica_groups = dense<[[0, 4], [1, 5], [2, 6], [3, 7]]>
+// NAMED-SAME: replica_groups = #stablehlo.replica_group_mesh_axes<mesh = @mesh, axes = [#stablehlo.axis_ref<name = "i">]>
+// DENSE-SAME{LITERAL}: replica_groups = dense<[[0, 4], [1, 5], [2, 6], [3, 7]]>
 // CHECK: stablehlo.maximum
 // CHECK-NOT: @pmapc.
 module @shadowed_axis_groups {
@@ -111,6 +129,8 @@ module @shadowed_axis_groups {
 // although 'data' is the outer map. The device's mesh position is its
 // partition id in partition form, its replica id in replica form.
 // CHECK-LABEL: module @axis_index_over_tuple_4x2
+// NAMED-NEXT: sdy.mesh @mesh = <["data"=4, "model"=2]>
+// DENSE-NOT: sdy.mesh
 // PARTITIONS: %[[RAW:.*]] = stablehlo.partition_id : tensor<ui32>
 // REPLICAS: %[[RAW:.*]] = stablehlo.replica_id : tensor<ui32>
 // CHECK: %[[ID:.*]] = stablehlo.convert %[[RAW]] : (tensor<ui32>) -> tensor<i32>
@@ -121,7 +141,8 @@ module @shadowed_axis_groups {
 // CHECK: %[[INDEX:.*]] = stablehlo.add %[[SCALED]], %[[DATA]]
 // CHECK: %[[ONE:.*]] = stablehlo.reshape %[[INDEX]] : (tensor<i32>) -> tensor<1xi32>
 // CHECK: "stablehlo.all_gather"(%[[ONE]])
-// CHECK-SAME{LITERAL}: replica_groups = dense<[[0, 1], [2, 3], [4, 5], [6, 7]]>
+// NAMED-SAME: replica_groups = #stablehlo.replica_group_mesh_axes<mesh = @mesh, axes = [#stablehlo.axis_ref<name = "model">]>
+// DENSE-SAME{LITERAL}: replica_groups = dense<[[0, 1], [2, 3], [4, 5], [6, 7]]>
 // CHECK-NOT: @pmapc.
 module @axis_index_over_tuple_4x2 {
   func.func public @main(%arg0: tensor<4x2xf32>) -> tensor<4x2xi32> {

@@ -49,3 +49,20 @@ module @channel_without_global_device_ids attributes {pmapc.mesh = {axis_names =
     return %0 : tensor<3xf32>
   }
 }
+
+// -----
+
+// Groups written as mesh axes must name axes of their mesh, each once.
+
+module @named_groups_over_an_unknown_axis attributes {pmapc.mesh = {axis_names = ["i"], axis_sizes = array<i64: 2>}} {
+  sdy.mesh @mesh = <["i"=2]>
+  func.func public @main(%arg0: tensor<3xf32>) -> tensor<3xf32> {
+    // expected-error@+1 {{'stablehlo.all_reduce': replica groups over axes ['j']: 'j' is not an axis of mesh i=2; name axes of the mesh, each once}}
+    %0 = "stablehlo.all_reduce"(%arg0) <{replica_groups = #stablehlo.replica_group_mesh_axes<mesh = @mesh, axes = [#stablehlo.axis_ref<name = "j">]>}> ({
+    ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+      %s = stablehlo.add %a, %b : tensor<f32>
+      stablehlo.return %s : tensor<f32>
+    }) : (tensor<3xf32>) -> tensor<3xf32>
+    return %0 : tensor<3xf32>
+  }
+}

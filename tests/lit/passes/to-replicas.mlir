@@ -2,14 +2,17 @@
 // RUN: pmapc opt %s --pass-pipeline='builtin.module(to-replicas)' --split-input-file -o %t.once
 // RUN: pmapc opt %t.once --pass-pipeline='builtin.module(to-replicas)' --split-input-file -o %t.twice
 // RUN: diff %t.once %t.twice
-// RUN: pmapc opt %t.once --pass-pipeline='builtin.module(to-partitions,to-replicas)' --split-input-file -o %t.round-trip
+// RUN: pmapc opt %t.once --pass-pipeline='builtin.module(to-partitions{replica-groups=dense},to-replicas)' --split-input-file -o %t.round-trip
 // RUN: diff %t.once %t.round-trip
+// RUN: pmapc opt %t.once --pass-pipeline='builtin.module(to-partitions,to-replicas)' --split-input-file | FileCheck %s
 
 // to-replicas on lowered programs: one replica per mesh device. A program in
 // partition form is converted back (with one replica, partition ids are the
 // replica ids): partition_id becomes replica_id, channel handles and
-// use_global_device_ids go, groups and pairs stay. The RUN lines after the
-// first check that the pass is idempotent and undoes to-partitions.
+// use_global_device_ids go, groups and pairs stay, but groups written as mesh
+// axes (which XLA reads in partition form only) become device ids. The RUN
+// lines after the first check that the pass is idempotent and undoes
+// to-partitions (with named groups, but for the mesh op it leaves).
 
 // CHECK-LABEL: module @partition_form_back_to_replicas
 // CHECK-SAME: mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 8 : i32

@@ -43,7 +43,7 @@ jitted = jax.jit(plain)
 # SPMD:        pmapc.mesh = {axis_names = ["data", "model"], axis_sizes = array<i64: 2, 4>}
 # SPMD-LABEL:  func.func public @main(
 # SPMD:          stablehlo.multiply
-# SPMD{LITERAL}: replica_groups = dense<[[0, 1, 2, 3], [4, 5, 6, 7]]>
+# SPMD:          replica_groups = #stablehlo.replica_group_mesh_axes<mesh = @mesh, axes = [#stablehlo.axis_ref<name = "model">]>
 # SPMD:          stablehlo.add
 # SPMD-NOT:      @pmapc.
 
