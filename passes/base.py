@@ -121,9 +121,14 @@ def summary(pass_class: type) -> str:
     return (pass_class.__doc__ or "").strip().splitlines()[0]
 
 
+def option_fields(pass_class: type) -> dict[str, dataclasses.Field]:
+    """A pass's options by their names in a pipeline string (kebab-case)."""
+    return {f.name.replace("_", "-"): f for f in dataclasses.fields(pass_class)}
+
+
 def from_options(pass_class: type, options: dict[str, str]):
     """Instantiate `pass_class` with option values parsed by their field types."""
-    fields = {f.name.replace("_", "-"): f for f in dataclasses.fields(pass_class)}
+    fields = option_fields(pass_class)
     values = {}
     for key, text in options.items():
         field = fields.get(key)

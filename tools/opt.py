@@ -24,7 +24,8 @@ from pmapc.compiler.driver import verify_result
 from pmapc.compiler.pipeline import PIPELINES, Timer, describe, parse_pipeline, run_passes
 from pmapc.errors import DiagnosticError, PipelineError
 from pmapc.passes import DEFAULT_TARGET, PASSES, TARGETS
-from pmapc.passes.base import summary
+from pmapc.passes.base import option_fields, summary
+from pmapc.passes.to_partitions import DEFAULT_GROUP_FORM, GROUP_FORMS
 from pmapc.tools import diagnostics
 from pmapc.tools.common import read_input, write_output
 
@@ -201,6 +202,12 @@ def list_passes() -> int:
     print("Passes:")
     for name, pass_class in PASSES.items():
         print(f"  --{name:<20} {summary(pass_class)}")
+        options = [
+            f"{name}={_option_text(field.default)}"
+            for name, field in option_fields(pass_class).items()
+        ]
+        if options:
+            print(f"  {'':<22} {{{' '.join(options)}}} (defaults)")
     print("Pipelines:")
     for name in PIPELINES:
         print(f"  --{name:<20} {describe(name)}")
@@ -210,4 +217,14 @@ def list_passes() -> int:
         f"  {{target={choices}}} (default {DEFAULT_TARGET}): the form the pipeline puts the "
         f"program in, by {passes}"
     )
+    forms = "|".join(GROUP_FORMS)
+    print(
+        f"  {{replica-groups={forms}}} (default {DEFAULT_GROUP_FORM}): in partition form, "
+        "replica groups as mesh axes or as device ids"
+    )
     return 0
+
+
+def _option_text(value) -> str:
+    """An option's value as a pipeline string writes it."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
