@@ -12,7 +12,7 @@ and launches (the gradient and loss psums of a training step, for example).
 from __future__ import annotations
 
 import dataclasses
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 from pmapc import collectives, hlo, ir
 from pmapc.passes.base import Analyses
@@ -37,30 +37,39 @@ class CombineAllReducesPass:
             # so the block's groups are found again after each combine. Other blocks
             # keep theirs (positions are per block).
             while groups := combinable_groups(candidates):
-                erased = {ir.op_key(op) for op in groups[0].members}
-                candidates = [c for c in candidates if ir.op_key(c[0]) not in erased]
+                erased = set(groups[0].identities)
+                candidates = [c for c in candidates if c.identity not in erased]
                 combine(groups[0], rewriter)
                 changed = True
         return changed
 
 
+class Candidate(NamedTuple):
+    """An all_reduce that could combine: the op, its identity (of its op-index entry)
+    and its reduction key."""
+
+    op: ir.Operation
+    identity: int
+    key: tuple
+
+
 def candidates_by_block(
     all_reduces: list[Entry], known: dict[int, tuple | None]
-) -> list[list[tuple[ir.Operation, tuple]]]:
-    """(all_reduce, reduction_key) of each block holding two or more that could combine,
-    in program order (`all_reduces` is every all_reduce's op-index entry, in program
-    order; `known`, the keys known of some of them, by `ir.op_key`)."""
-    by_block: dict[ir.Block, list[tuple[ir.Operation, tuple]]] = {}
+) -> list[list[Candidate]]:
+    """The candidates of each block holding two or more, in program order
+    (`all_reduces` is every all_reduce's op-index entry, in program order; `known`,
+    the keys known of some of them, by identity)."""
+    by_block: dict[ir.Block, list[Candidate]] = {}
     for _, op, identity in all_reduces:
         key = known[identity] if identity in known else reduction_key(op)
         if key is not None:
-            by_block.setdefault(op.block, []).append((op, key))
+            by_block.setdefault(op.block, []).append(Candidate(op, identity, key))
     return [candidates for candidates in by_block.values() if len(candidates) > 1]
 
 
 def reduction_keys(module: ir.Module) -> dict[int, tuple | None]:
     """The analysis, a cache: the reduction keys known of the module's all_reduces,
-    by `ir.op_key`, as `ReductionKeys` learned them during the passes before (computed
+    by identity, as `ReductionKeys` learned them during the passes before (computed
     afresh, none are known; combine-all-reduces reads the others itself)."""
     return {}
 
@@ -68,7 +77,7 @@ def reduction_keys(module: ir.Module) -> dict[int, tuple | None]:
 def reduction_keys_hold(known: dict[int, tuple | None], module: ir.Module) -> bool:
     """Whether every key known is the key of a live all_reduce of the module (for
     tests: the cache may know fewer than all)."""
-    live = {ir.op_key(op): op for op in op_index(module).ops("stablehlo.all_reduce")}
+    live = {identity: op for _, op, identity in op_index(module).entries("stablehlo.all_reduce")}
     return all(
         identity in live and reduction_key(live[identity]) == key for identity, key in known.items()
     )
@@ -89,16 +98,15 @@ class ReductionKeys:
         self.origin: dict[int, int] = {}  # a copy of an unread all_reduce -> that one
 
     def op_created(
-        self, op: ir.Operation, key: int, ip: ir.InsertionPoint, source: ir.Operation | None
+        self, op: ir.Operation, key: int, ip: ir.InsertionPoint, source: int | None
     ) -> None:
         if op.name != "stablehlo.all_reduce":
             return
-        origin = ir.op_key(source) if source is not None else None
-        if origin in self.known:
-            self.known[key] = self.known[origin]
-        elif origin in self.unread:
-            self.copies[origin].append(key)
-            self.origin[key] = origin
+        if source in self.known:
+            self.known[key] = self.known[source]
+        elif source in self.unread:
+            self.copies[source].append(key)
+            self.origin[key] = source
         else:
             self.unread[key] = op
             self.copies[key] = []
@@ -180,6 +188,7 @@ class _Group:
     is used before `first_use`; the combined op goes right after `last_def`."""
 
     members: list[ir.Operation]
+    identities: list[int]
     last_def: ir.Operation | None
     first_use: ir.Operation | None
 
@@ -187,14 +196,14 @@ class _Group:
         return _before(_later(self.last_def, last_def), _earlier(self.first_use, first_use))
 
 
-def combinable_groups(candidates: list[tuple[ir.Operation, tuple]]) -> list[_Group]:
+def combinable_groups(candidates: list[Candidate]) -> list[_Group]:
     """Groups of 2+ all_reduces of one key (from one block) that can stand together."""
     if len(candidates) < 2:
         return []
-    block = candidates[0][0].block
+    block = candidates[0].op.block
     open_groups: dict[object, _Group] = {}
     done = []
-    for op, key in candidates:
+    for op, identity, key in candidates:
         last_def = _in_block(ir.value_owner_op(op.operands[0]), block)
         first_use = None
         for user, _ in ir.uses_of(op.results[0]):
@@ -202,12 +211,13 @@ def combinable_groups(candidates: list[tuple[ir.Operation, tuple]]) -> list[_Gro
         group = open_groups.get(key)
         if group is not None and not _feeds(group, last_def) and group.admits(last_def, first_use):
             group.members.append(op)
+            group.identities.append(identity)
             group.last_def = _later(group.last_def, last_def)
             group.first_use = _earlier(group.first_use, first_use)
             continue
         if group is not None and len(group.members) > 1:
             done.append(group)
-        open_groups[key] = _Group([op], last_def, first_use)
+        open_groups[key] = _Group([op], [identity], last_def, first_use)
     done.extend(group for group in open_groups.values() if len(group.members) > 1)
     return done
 

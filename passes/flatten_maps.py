@@ -72,7 +72,7 @@ class _BuiltOps:
         self.span: list[Entry] | None = None
 
     def op_created(
-        self, op: ir.Operation, key: int, ip: ir.InsertionPoint, source: ir.Operation | None
+        self, op: ir.Operation, key: int, ip: ir.InsertionPoint, source: int | None
     ) -> None:
         if self.span is not None and op.name in INDEXED:
             self.span.append((op.name, op, key))
@@ -106,10 +106,10 @@ class _Flattener:
         self.module = module
         self.rewriter = rewriter
         self.built = built
-        # By identity of each map or call inlined: the indexed ops that took its place
-        # (the op index of the result is the walks' entries with these expanded). The
-        # maps and calls are erased last, so that no op built meanwhile takes one's
-        # address (an op's identity, `ir.op_key`).
+        # By the identity of each map or call inlined (its op-index entry's): the
+        # indexed ops that took its place (the op index of the result is the walks'
+        # entries with these expanded). The maps and calls are erased last, so that no
+        # op built meanwhile takes one's identity (its address).
         self.inlined: list[ir.Operation] = []
         self.expansions: dict[int, list[Entry]] = {}
         self.layout = layout
@@ -119,7 +119,7 @@ class _Flattener:
         self.main = self.functions["main"]
         self.calls = Inlining(self.functions, nesting.contents, views)
         self.remaining = collections.Counter(self.calls.counts)  # inlinings still to come
-        self.worklist: collections.deque[tuple[ir.Operation, Chain]] = collections.deque()
+        self.worklist: collections.deque[tuple[Entry, Chain]] = collections.deque()
         # Entry arguments and results passed split: (dimension, mesh axes).
         self.split_args: dict[ir.Value, tuple[int, tuple[str, ...]]] = {}
         self.result_splits: dict[int, tuple[int, tuple[str, ...]]] = {}
@@ -133,11 +133,11 @@ class _Flattener:
             self.split_entry_arguments()
         self.scan(self.calls.contents_of("main"), scope=())
         while self.worklist:
-            op, scope = self.worklist.popleft()
-            if self.views.is_map(op):
-                self.inline_map(op, scope)
+            (name, op, identity), scope = self.worklist.popleft()
+            if name == dialect.CUSTOM_CALL:
+                self.inline_map(op, identity, scope)
             else:
-                self.inline_call(op, scope)
+                self.inline_call(op, identity, scope)
         self.finish_entry()
         self.erase_unreachable_functions()
         index = self.op_index()
@@ -148,16 +148,20 @@ class _Flattener:
     # -- scanning ------------------------------------------------------------
 
     def scan(self, contents: Contents, scope: Chain) -> None:
-        """Queue the maps and calls of a body and resolve its collectives' axes."""
-        for op in contents.custom_calls:
-            target = self.views.target(op)
-            if target == dialect.MAP_TARGET:
-                self.worklist.append((op, scope))
-            elif dialect.is_pmapc_target(target):
-                self.resolve_axes(op, scope)
-        for op in contents.calls:
-            if self.calls.inlines(ir.callee_of(op)):
-                self.worklist.append((op, scope))
+        """Queue the maps and calls of a body (maps first, by their op-index entries)
+        and resolve its collectives' axes."""
+        calls = []
+        for entry in contents.entries:
+            name, op, _ = entry
+            if name == dialect.CUSTOM_CALL:
+                target = self.views.target(op)
+                if target == dialect.MAP_TARGET:
+                    self.worklist.append((entry, scope))
+                elif dialect.is_pmapc_target(target):
+                    self.resolve_axes(op, scope)
+            elif name == "func.call" and self.calls.inlines(ir.callee_of(op)):
+                calls.append((entry, scope))
+        self.worklist.extend(calls)
 
     def resolve_axes(self, op: ir.Operation, scope: Chain) -> None:
         attributes = op.attributes
@@ -196,11 +200,10 @@ class _Flattener:
 
     # -- inlining ------------------------------------------------------------
 
-    def inline_map(self, op: ir.Operation, scope: Chain) -> None:
+    def inline_map(self, op: ir.Operation, identity: int, scope: Chain) -> None:
         view = self.views.map(op)
         chain = (*scope, (view.axis_name, view.axis_size))
         axes = self.mesh_axes(chain)
-        key = ir.op_key(op)
         with self.built.collecting() as slices:
             b = self.rewriter.before(op)
             args = [
@@ -212,13 +215,12 @@ class _Flattener:
             b = self.rewriter.before(op)  # the block `op` stands in may be new (`splice`)
             for result, value, out_axis in zip(op.results, body_results, view.out_axes):
                 self.replace_map_result(b, result, value, out_axis, axes, at_entry=not scope)
-        self.expansions[key] = [*slices, *body, *gathers]
+        self.expansions[identity] = [*slices, *body, *gathers]
         self.inlined.append(op)
 
-    def inline_call(self, op: ir.Operation, scope: Chain) -> None:
-        key = ir.op_key(op)
+    def inline_call(self, op: ir.Operation, identity: int, scope: Chain) -> None:
         results, body = self.inline_body(ir.callee_of(op), list(op.operands), scope, op)
-        self.expansions[key] = body
+        self.expansions[identity] = body
         for result, value in zip(op.results, results):
             result.replace_all_uses_with(value)
         self.inlined.append(op)

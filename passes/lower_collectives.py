@@ -72,10 +72,10 @@ class Lowering:
         self.mesh = mesh
         self.views = views
         self.rewriter = rewriter
-        # Values computed once per function (by `ir.op_key`): the replica id, and
-        # axis indices by axes.
-        self.entry_values: dict[object, ir.Value] = {}
-        self.anchors: dict[int, ir.Operation] = {}
+        # Values computed once per function (by its symbol name): the replica id, and
+        # axis indices by axes; the placeholder they go before.
+        self.entry_values: dict[tuple[str, tuple[str, ...] | None], ir.Value] = {}
+        self.anchors: dict[str, ir.Operation] = {}
         # Replica groups by (axes, index groups).
         self.group_attrs: dict[tuple, ir.Attribute] = {}
         # (kind, config) of the collectives whose axes and index groups were checked.
@@ -151,7 +151,7 @@ class Lowering:
 
     def axis_index_in(self, function: ir.Operation, axes: tuple[str, ...], loc) -> ir.Value:
         """The device's index along `axes`, computed once at the top of `function`."""
-        key = (ir.op_key(function), axes)
+        key = (ir.symbol_name(function), axes)
         if key not in self.entry_values:
             b = self.entry_point(function, loc)
             device = self.replica_id_in(function, loc)
@@ -170,7 +170,7 @@ class Lowering:
 
     def replica_id_in(self, function: ir.Operation, loc) -> ir.Value:
         """The device's id as i32, read once at the top of `function`."""
-        key = ir.op_key(function)
+        key = (ir.symbol_name(function), None)
         if key not in self.entry_values:
             b = self.entry_point(function, loc)
             self.entry_values[key] = hlo.convert(b, hlo.replica_id(b), ir.i32_type())
@@ -182,7 +182,7 @@ class Lowering:
         They go before a placeholder put first in the function (the function's
         first op may be a collective this pass erases); finish() removes it.
         """
-        key = ir.op_key(function)
+        key = ir.symbol_name(function)
         if key not in self.anchors:
             top = self.rewriter.at_start(ir.function_entry_block(function), function.location)
             self.anchors[key] = hlo.constant_op(

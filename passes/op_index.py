@@ -109,7 +109,7 @@ class IndexKeeper:
         self.stale: set[str] = set()  # functions to walk again
 
     def op_created(
-        self, op: ir.Operation, key: int, ip: ir.InsertionPoint, source: ir.Operation | None
+        self, op: ir.Operation, key: int, ip: ir.InsertionPoint, source: int | None
     ) -> None:
         name = op.name
         indexed = name in INDEXED

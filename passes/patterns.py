@@ -130,11 +130,12 @@ def erase_unused_reshapes(value: ir.Value, rewriter: Rewriter) -> None:
 
 def erase_slice(op: ir.Operation, rewriter: Rewriter) -> None:
     """Erase a `dynamic_slice` whose result is unused, and the start indices only it used."""
-    starts = {
-        ir.op_key(start): start for start in map(defining_op, op.operands[1:]) if start is not None
-    }
+    starts: list[ir.Operation] = []  # each once (ops compare equal by identity)
+    for start in map(defining_op, op.operands[1:]):
+        if start is not None and start not in starts:
+            starts.append(start)
     rewriter.erase(op)
-    for start in starts.values():
+    for start in starts:
         erase_if_unused(start, rewriter)
 
 

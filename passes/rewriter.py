@@ -18,12 +18,16 @@ from pmapc import ir
 
 class Listener(Protocol):
     """What an analysis that stays current hears of a rewrite, as it happens. Each
-    event names the op and its identity (`ir.op_key`, read once for every listener)."""
+    event names the op and its identity (`ir.op_key`, read once for every listener).
+
+    The rewriter and the op index are the only readers of identities in passes/: a
+    pass takes an op's identity from its op-index entry or from these events."""
 
     def op_created(
-        self, op: ir.Operation, key: int, ip: ir.InsertionPoint, source: ir.Operation | None
+        self, op: ir.Operation, key: int, ip: ir.InsertionPoint, source: int | None
     ) -> None:
-        """`op` was built at `ip` (as a copy of `source`, if not None)."""
+        """`op` was built at `ip` (as a copy of the op whose identity is `source`, if
+        not None)."""
 
     def op_erased(self, op: ir.Operation, key: int) -> None:
         """`op` is about to be erased."""
@@ -110,9 +114,9 @@ class Rewriter:
         """A deep copy of `op` at `ip` (listeners hear of it as one op)."""
         copy = ir.clone(op, ip)
         if self.listeners:
-            key = ir.op_key(copy)
+            key, source = ir.op_key(copy), ir.op_key(op)
             for listener in self.listeners:
-                listener.op_created(copy, key, ip, op)
+                listener.op_created(copy, key, ip, source)
         return copy
 
     def erase(self, op: ir.Operation) -> None:

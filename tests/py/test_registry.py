@@ -160,3 +160,24 @@ def test_only_the_adapter_imports_the_mlir_bindings():
         if any(module.startswith(BINDINGS) for module in imported_modules(path))
     )
     assert importers == ["pmapc/ir.py"]
+
+
+def names_used(path: pathlib.Path) -> set[str]:
+    """The names and attribute names a module's code refers to (not its comments)."""
+    tree = ast.parse(path.read_text(), str(path))
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            names.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            names.add(node.attr)
+    return names
+
+
+def test_passes_take_op_identities_from_the_index_and_the_rewriter():
+    """A pass never reads an op's identity (`ir.op_key`) itself: the rewriter and the
+    op index read it once and hand it on (op-index entries, listener events)."""
+    readers = sorted(
+        path.name for path in (ROOT / "passes").glob("*.py") if "op_key" in names_used(path)
+    )
+    assert readers == ["op_index.py", "rewriter.py"]
