@@ -204,6 +204,29 @@ def test_an_address_an_erased_op_frees_can_come_back_for_a_new_op():
     assert len(keeper.result().ops("stablehlo.reshape")) == 1
 
 
+def test_an_ops_identity_is_its_address_read_from_every_object_of_it():
+    """`ir.op_key` gives every Python object of one op the same identity, the address
+    `PyCapsule_GetPointer` reads (however the adapter reads it), and two ops two."""
+    import ctypes
+
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    text = """
+    func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> {
+      %0 = stablehlo.add %a, %a : tensor<4xf32>
+      %1 = stablehlo.add %a, %a : tensor<4xf32>
+      return %1 : tensor<4xf32>
+    }"""
+    module = ir.parse_module(text, ir.make_context())
+    main = ir.functions(module)["main"]
+    first, second = ir.walk(main, "stablehlo.add")
+    (again, _) = ir.walk(main, "stablehlo.add")
+    assert first is not again and ir.op_key(first) == ir.op_key(again)
+    assert ir.op_key(first) != ir.op_key(second)
+    for op in (first, second):
+        assert ir.op_key(op) == get(op._CAPIPtr, b"jaxlib.mlir.ir.Operation._CAPIPtr")
+
+
 def test_jax_sees_the_same_program_through_the_reordered_pipeline():
     """simplify now runs after the target pass: the program still computes what
     nested vmap does."""
