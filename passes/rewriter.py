@@ -54,13 +54,18 @@ class Builder(NamedTuple):
         regions: int = 0,
     ) -> ir.Operation:
         """An op of any dialect, by name."""
-        return self.rewriter.create(
-            name, operands, result_types, attributes, ip=self.ip, loc=self.loc, regions=regions
+        op = ir.create_op(
+            name, operands, result_types, attributes, loc=self.loc, ip=self.ip, regions=regions
         )
+        self.rewriter.inserted(op, self.ip)
+        return op
 
     def clone(self, op: ir.Operation) -> ir.Operation:
-        """A deep copy of `op` here (at `op`'s own locations)."""
-        return self.rewriter.clone(op, self.ip)
+        """A deep copy of `op` here (at `op`'s own locations; listeners hear of it as
+        one op)."""
+        copy = ir.clone(op, self.ip)
+        self.rewriter.inserted(copy, self.ip, op)
+        return copy
 
     def at(self, loc: ir.Location) -> Builder:
         """The same place, building at location `loc`."""
@@ -68,7 +73,8 @@ class Builder(NamedTuple):
 
 
 class Rewriter:
-    """Builds, copies and erases ops, and tells its listeners."""
+    """Hands out builders, erases ops and sets attributes, and tells its listeners of
+    every edit (its builders tell it of each op they build)."""
 
     def __init__(self) -> None:
         self.listeners: list[Listener] = []
@@ -92,32 +98,16 @@ class Rewriter:
 
     # -- edits ---------------------------------------------------------------------
 
-    def create(
-        self,
-        name: str,
-        operands: Sequence[ir.Value],
-        result_types: Sequence[ir.Type],
-        attributes: dict[str, ir.Attribute] | None = None,
-        *,
-        ip: ir.InsertionPoint,
-        loc: ir.Location,
-        regions: int = 0,
-    ) -> ir.Operation:
-        op = ir.create_op(name, operands, result_types, attributes, loc=loc, ip=ip, regions=regions)
+    def inserted(
+        self, op: ir.Operation, ip: ir.InsertionPoint, source: ir.Operation | None = None
+    ) -> None:
+        """Tell the listeners of `op`, just built at `ip` (by a `Builder`; as a copy of
+        `source`, if not None)."""
         if self.listeners:
             key = ir.op_key(op)
+            copied = ir.op_key(source) if source is not None else None
             for listener in self.listeners:
-                listener.op_created(op, key, ip, None)
-        return op
-
-    def clone(self, op: ir.Operation, ip: ir.InsertionPoint) -> ir.Operation:
-        """A deep copy of `op` at `ip` (listeners hear of it as one op)."""
-        copy = ir.clone(op, ip)
-        if self.listeners:
-            key, source = ir.op_key(copy), ir.op_key(op)
-            for listener in self.listeners:
-                listener.op_created(copy, key, ip, source)
-        return copy
+                listener.op_created(op, key, ip, copied)
 
     def erase(self, op: ir.Operation) -> None:
         """Erase `op` (listeners hear of it as one op, its nested ops unlisted)."""

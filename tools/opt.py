@@ -32,6 +32,17 @@ from pmapc.tools.common import read_input, write_output
 SPLIT_MARKER = re.compile(r"^// -----[ \t]*$", flags=re.M)
 
 
+# The on/off flags, as mlir-opt spells them.
+SWITCHES = (
+    ("--print-ir-after-all", "print the IR after each pass on stderr"),
+    ("--split-input-file", "split the input at '// -----' lines and process each chunk"),
+    ("--verify-diagnostics", "check diagnostics against 'expected-error' comments"),
+    ("--mlir-print-debuginfo", "print locations in the output"),
+    ("--mlir-timing", "print the wall time of parsing, each pass and printing on stderr"),
+    ("--list-passes", "list the passes and exit"),
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pmapc opt", description="Run pmapc passes on a pmapc-IR (.mlir) module."
@@ -44,19 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
         parser.add_argument(
             f"--{name}", dest="pass_flags", action="append_const", const=name, help=helptext
         )
-    parser.add_argument(
-        "--print-ir-after-all", action="store_true", help="print the IR after each pass on stderr"
-    )
-    parser.add_argument(
-        "--split-input-file",
-        action="store_true",
-        help="split the input at '// -----' lines and process each chunk",
-    )
-    parser.add_argument(
-        "--verify-diagnostics",
-        action="store_true",
-        help="check diagnostics against 'expected-error' comments",
-    )
+    for flag, helptext in SWITCHES:
+        parser.add_argument(flag, action="store_true", help=helptext)
     parser.add_argument(
         "--verify-each",
         type=_boolean,
@@ -66,15 +66,6 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="true|false",
         help="verify after each pass (default true); false: only the result",
     )
-    parser.add_argument(
-        "--mlir-print-debuginfo", action="store_true", help="print locations in the output"
-    )
-    parser.add_argument(
-        "--mlir-timing",
-        action="store_true",
-        help="print the wall time of parsing, each pass and printing on stderr",
-    )
-    parser.add_argument("--list-passes", action="store_true", help="list the passes and exit")
     return parser
 
 

@@ -174,20 +174,9 @@ def grouped_ops(axes, groups) -> list[Op]:
 
 
 def differentiable_ops(axes, n: int) -> list[Op]:
-    """One or two variants of the kinds with a gradient (JAX 0.4.30 has no rule for pmax
+    """The core variants of the kinds with a gradient (JAX 0.4.30 has no rule for pmax
     and pmin; axis_index has no tangent)."""
-    return [
-        reduction("psum", axes),
-        reduction("pmean", axes),
-        all_gather(axes, 0, False),
-        all_gather(axes, 1, True),
-        psum_scatter(axes, n, 0, False),
-        psum_scatter(axes, n, 1, True),
-        all_to_all(axes, n, 0, 1, False),
-        all_to_all(axes, n, 1, 0, True),
-        ppermute(axes, n, "shift"),
-        ppermute(axes, n, "partial"),
-    ]
+    return [op for op in core_ops(axes, n) if op.kind not in ("pmax", "pmin")]
 
 
 def weak_ops(axes) -> list[Op]:
