@@ -22,7 +22,7 @@ from typing import Any
 from pmapc import ir
 from pmapc.errors import Diagnostic, DiagnosticError, PassFailure, PipelineError, PmapcError
 from pmapc.passes import DEFAULT_TARGET, PASSES, TARGETS, Pass
-from pmapc.passes.base import Analyses, from_options, run_pass
+from pmapc.passes.base import Analyses, from_options, kept_through, run_pass
 from pmapc.passes.combine_all_reduces import (
     CombineAllReducesPass,
     ReductionKeys,
@@ -243,7 +243,8 @@ def run_passes(
 ) -> bool:
     """Run `passes` in order; whether any of them changed the IR.
 
-    Passes share analyses until one changes the IR (passes/base.py: Analyses).
+    Passes share analyses until one changes the IR (passes/base.py: Analyses);
+    an analysis is kept current through a pass only if a later pass reads it.
     With `verify_each` (mlir-opt's `--verify-each`, its default) the IR is
     verified after each pass that changed it, and a pass that leaves invalid
     IR is named with the passes before it (a compiler bug). Without, nothing
@@ -265,10 +266,10 @@ def _run_passes(
     done: list[str] = []
     changed_any = False
     analyses = Analyses(KEPT_ANALYSES)
-    for pass_ in passes:
+    for pass_, keep in zip(passes, kept_through(passes), strict=True):
         try:
             with ir.building(module):
-                changed = run_pass(pass_, module, analyses)
+                changed = run_pass(pass_, module, analyses, keep)
         except PmapcError:
             raise  # a diagnostic about the input, or a failure already named
         except Exception as error:  # a pmapc bug: name the pass that raised it

@@ -7,13 +7,16 @@ shared with the passes around it and a rewriter (passes/rewriter.py) to edit
 through. A pass that changed the IR drops every analysis (MLIR's default) but
 those it preserved, and, if it says it `keeps_analyses_current` (every op it
 builds, copies or erases goes through its rewriter), those whose keepers
-listened to its rewriter.
+listened to its rewriter. A pass names the analyses it reads (`reads`), so a
+pipeline keeps an analysis current only through the passes before one that
+reads it (`kept_through`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import ClassVar, Protocol, TypeVar, cast
 
 from pmapc import ir
@@ -21,6 +24,8 @@ from pmapc.errors import PipelineError
 from pmapc.passes.rewriter import Listener, Rewriter
 
 Result = TypeVar("Result")
+# An analysis: a function of the module, its result shared through `Analyses`.
+Analysis = Callable[[ir.Module], object]
 
 
 class Pass(Protocol):
@@ -28,6 +33,8 @@ class Pass(Protocol):
     # Whether every op it builds, copies or erases goes through its rewriter, so that
     # the analyses kept by listening stay current through it.
     keeps_analyses_current: ClassVar[bool]
+    # The analyses it reads from `analyses` (`Analyses.get` refuses any other).
+    reads: ClassVar[tuple[Analysis, ...]]
 
     def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
         """Rewrite `module` in place; return whether anything changed."""
@@ -60,9 +67,15 @@ class Analyses:
         self._keepers = keepers or {}
         self._results: dict[Callable, object] = {}
         self._preserved: set[Callable] = set()
+        self._running: Pass | None = None  # the pass running, while one is
 
     def get(self, analysis: Callable[[ir.Module], Result], module: ir.Module) -> Result:
         """`analysis(module)`, computed once while the IR stays as it is."""
+        running = self._running
+        assert running is None or analysis in running.reads, (
+            f"pass '{running.name}' reads analysis '{analysis.__name__}' but does not "
+            "say so in its `reads`"
+        )
         if analysis not in self._results:
             self._results[analysis] = analysis(module)
         return cast(Result, self._results[analysis])
@@ -92,28 +105,55 @@ class Analyses:
         """The analyses the running pass preserved, with their results."""
         return {analysis: self._results[analysis] for analysis in self._preserved}
 
-    def keepers(self, module: ir.Module) -> dict[Callable, Keeper]:
+    def keepers(
+        self, module: ir.Module, wanted: Collection[Analysis] | None = None
+    ) -> dict[Callable, Keeper]:
         """A keeper for every analysis at hand that can be kept current, and for every
-        one whose keeper can start from nothing."""
+        one whose keeper can start from nothing; of those in `wanted`, if given."""
         return {
             analysis: keeper(self._results.get(analysis), module)
             for analysis, keeper in self._keepers.items()
-            if analysis in self._results or not keeper.needs_result
+            if (analysis in self._results or not keeper.needs_result)
+            and (wanted is None or analysis in wanted)
         }
 
+    @contextlib.contextmanager
+    def read_by(self, pass_: Pass) -> Iterator[None]:
+        """While `pass_` runs: `get` gives it only the analyses it `reads`."""
+        self._running = pass_
+        try:
+            yield
+        finally:
+            self._running = None
 
-def run_pass(pass_: Pass, module: ir.Module, analyses: Analyses) -> bool:
+
+def run_pass(
+    pass_: Pass, module: ir.Module, analyses: Analyses, keep: Collection[Analysis] | None = None
+) -> bool:
     """Run one pass with a rewriter of its own; the analyses kept by listening to it
-    are preserved if the pass changed the IR and keeps them current."""
-    rewriter = Rewriter()
-    keepers = analyses.keepers(module) if pass_.keeps_analyses_current else {}
-    rewriter.listeners.extend(keepers.values())
-    changed = pass_.run(module, analyses, rewriter)
+    (those in `keep`, if given: `kept_through`) are preserved if the pass changed
+    the IR and keeps them current."""
+    keepers = analyses.keepers(module, keep) if pass_.keeps_analyses_current else {}
+    rewriter = Rewriter(list(keepers.values()))
+    with analyses.read_by(pass_):
+        changed = pass_.run(module, analyses, rewriter)
     if changed:
         for analysis, keeper in keepers.items():
             if analysis not in analyses.preserved():
                 analyses.preserve(analysis, keeper.result())
     return changed
+
+
+def kept_through(passes: Sequence[Pass]) -> list[frozenset[Analysis]]:
+    """For each pass of a pipeline, the analyses worth keeping current through it:
+    those a later pass reads, up to the first later pass that drops every analysis
+    (one that does not keep analyses current)."""
+    kept: list[frozenset[Analysis]] = []
+    later: frozenset[Analysis] = frozenset()
+    for pass_ in reversed(passes):
+        kept.append(later)
+        later = frozenset(pass_.reads) | (later if pass_.keeps_analyses_current else frozenset())
+    return kept[::-1]
 
 
 def summary(pass_class: type) -> str:

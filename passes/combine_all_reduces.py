@@ -15,9 +15,16 @@ import dataclasses
 from typing import ClassVar, NamedTuple
 
 from pmapc import collectives, hlo, ir
-from pmapc.passes.base import Analyses
+from pmapc.passes.base import Analyses, Analysis
 from pmapc.passes.op_index import Entry, index_of, op_index
 from pmapc.passes.rewriter import Rewriter
+
+
+def reduction_keys(module: ir.Module) -> dict[int, tuple | None]:
+    """The analysis, a cache: the reduction keys known of the module's all_reduces,
+    by identity, as `ReductionKeys` learned them during the passes before (computed
+    afresh, none are known; combine-all-reduces reads the others itself)."""
+    return {}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,6 +33,7 @@ class CombineAllReducesPass:
 
     name: ClassVar[str] = "combine-all-reduces"
     keeps_analyses_current: ClassVar[bool] = True
+    reads: ClassVar[tuple[Analysis, ...]] = (op_index, reduction_keys)
 
     def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
         changed = False
@@ -67,13 +75,6 @@ def candidates_by_block(
     return [candidates for candidates in by_block.values() if len(candidates) > 1]
 
 
-def reduction_keys(module: ir.Module) -> dict[int, tuple | None]:
-    """The analysis, a cache: the reduction keys known of the module's all_reduces,
-    by identity, as `ReductionKeys` learned them during the passes before (computed
-    afresh, none are known; combine-all-reduces reads the others itself)."""
-    return {}
-
-
 def reduction_keys_hold(known: dict[int, tuple | None], module: ir.Module) -> bool:
     """Whether every key known is the key of a live all_reduce of the module (for
     tests: the cache may know fewer than all)."""
@@ -90,6 +91,7 @@ class ReductionKeys:
     the pass is done; an erased one's is forgotten."""
 
     needs_result: ClassVar[bool] = False
+    watches_attributes: ClassVar[bool] = True  # a key reads the groups
 
     def __init__(self, known: dict[int, tuple | None] | None, module: ir.Module) -> None:
         self.known = dict(known or {})

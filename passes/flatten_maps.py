@@ -33,7 +33,7 @@ from typing import ClassVar
 from pmapc import collectives, dialect, hlo, ir
 from pmapc.errors import Category
 from pmapc.layout import Chain, Layout
-from pmapc.passes.base import Analyses
+from pmapc.passes.base import Analyses, Analysis
 from pmapc.passes.nesting import Contents, Inlining, Nesting, walk_contents
 from pmapc.passes.op_index import INDEXED, Entry, OpIndex, op_index
 from pmapc.passes.rewriter import Builder, Rewriter
@@ -49,6 +49,7 @@ class FlattenMapsPass:
     split_entry: bool = True
     # It moves ops (the bodies it inlines) and builds the op index of what it makes.
     keeps_analyses_current: ClassVar[bool] = False
+    reads: ClassVar[tuple[Analysis, ...]] = (verified_nesting,)
 
     def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
         views = dialect.Views()
@@ -58,7 +59,7 @@ class FlattenMapsPass:
         if not layout.mesh.axis_names and dialect.read_mesh(module) is not None:
             return False  # no map, and the mesh of a program flattened before
         built = _BuiltOps()
-        rewriter.listeners.append(built)
+        rewriter.listen(built)
         flattener = _Flattener(module, nesting, layout, self.split_entry, views, rewriter, built)
         analyses.preserve(op_index, flattener.run())
         dialect.write_mesh(module, layout.mesh)
@@ -67,6 +68,8 @@ class FlattenMapsPass:
 
 class _BuiltOps:
     """A rewriter listener: the indexed ops built while `collecting`, in order."""
+
+    watches_attributes: ClassVar[bool] = False
 
     def __init__(self) -> None:
         self.span: list[Entry] | None = None

@@ -14,8 +14,8 @@ from typing import ClassVar
 
 from pmapc import hlo, ir
 from pmapc.passes import patterns
-from pmapc.passes.base import Analyses
-from pmapc.passes.op_index import index_of
+from pmapc.passes.base import Analyses, Analysis
+from pmapc.passes.op_index import index_of, op_index
 from pmapc.passes.rewriter import Rewriter
 
 
@@ -25,6 +25,7 @@ class FoldGatherSlicePass:
 
     name: ClassVar[str] = "fold-gather-slice"
     keeps_analyses_current: ClassVar[bool] = True
+    reads: ClassVar[tuple[Analysis, ...]] = (op_index,)
 
     def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
         changed = False

@@ -35,8 +35,8 @@ from pmapc.collectives import Collective
 from pmapc.dialect import CollectiveView
 from pmapc.errors import Category, ShapeError
 from pmapc.mesh import Mesh, axis_index_terms, permutation_pairs, replica_groups_for
-from pmapc.passes.base import Analyses
-from pmapc.passes.op_index import index_of
+from pmapc.passes.base import Analyses, Analysis
+from pmapc.passes.op_index import index_of, op_index
 from pmapc.passes.rewriter import Builder, Rewriter
 
 
@@ -46,6 +46,7 @@ class LowerCollectivesPass:
 
     name: ClassVar[str] = "lower-collectives"
     keeps_analyses_current: ClassVar[bool] = True
+    reads: ClassVar[tuple[Analysis, ...]] = (op_index,)
 
     def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
         views = dialect.Views()

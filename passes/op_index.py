@@ -95,6 +95,7 @@ class IndexKeeper:
     """
 
     needs_result: ClassVar[bool] = True
+    watches_attributes: ClassVar[bool] = False  # the index holds no attributes
 
     def __init__(self, index: OpIndex, module: ir.Module) -> None:
         self.index = index
@@ -126,7 +127,7 @@ class IndexKeeper:
         self.alive.discard(key)
 
     def op_modified(self, op: ir.Operation, key: int) -> None:
-        pass  # the index holds no attributes
+        pass
 
     def result(self) -> OpIndex:
         """The index as the pass leaves the module."""

@@ -11,7 +11,7 @@ erased, so a pass says nothing about where the ops it built stand.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple, Protocol
+from typing import ClassVar, NamedTuple, Protocol
 
 from pmapc import ir
 
@@ -22,6 +22,10 @@ class Listener(Protocol):
 
     The rewriter and the op index are the only readers of identities in passes/: a
     pass takes an op's identity from its op-index entry or from these events."""
+
+    # Whether an attribute change matters to it (`op_modified`): the rewriter reads
+    # no identity for a change that no listener watches.
+    watches_attributes: ClassVar[bool]
 
     def op_created(
         self, op: ir.Operation, key: int, ip: ir.InsertionPoint, source: int | None
@@ -76,8 +80,17 @@ class Rewriter:
     """Hands out builders, erases ops and sets attributes, and tells its listeners of
     every edit (its builders tell it of each op they build)."""
 
-    def __init__(self) -> None:
-        self.listeners: list[Listener] = []
+    def __init__(self, listeners: Sequence[Listener] = ()) -> None:
+        self.listeners: tuple[Listener, ...] = ()
+        self._attribute_listeners: tuple[Listener, ...] = ()
+        for listener in listeners:
+            self.listen(listener)
+
+    def listen(self, listener: Listener) -> None:
+        """Tell `listener` of every edit from now on."""
+        self.listeners += (listener,)
+        if listener.watches_attributes:
+            self._attribute_listeners += (listener,)
 
     # -- where to build ------------------------------------------------------------
 
@@ -140,9 +153,9 @@ class Rewriter:
         return bool(present)
 
     def _modified(self, op: ir.Operation) -> None:
-        if self.listeners:
+        if self._attribute_listeners:
             key = ir.op_key(op)
-            for listener in self.listeners:
+            for listener in self._attribute_listeners:
                 listener.op_modified(op, key)
 
     def replace(self, op: ir.Operation, values: Sequence[ir.Value]) -> None:

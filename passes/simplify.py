@@ -12,8 +12,8 @@ from typing import ClassVar
 
 from pmapc import ir
 from pmapc.passes import patterns
-from pmapc.passes.base import Analyses
-from pmapc.passes.op_index import index_of
+from pmapc.passes.base import Analyses, Analysis
+from pmapc.passes.op_index import index_of, op_index
 from pmapc.passes.rewriter import Rewriter
 
 
@@ -24,6 +24,7 @@ class SimplifyPass:
     name: ClassVar[str] = "simplify"
     # MLIR's passes edit without the rewriter: every analysis is dropped after it.
     keeps_analyses_current: ClassVar[bool] = False
+    reads: ClassVar[tuple[Analysis, ...]] = (op_index,)
 
     def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
         """True: canonicalize and cse report no change count, so this says "maybe"."""

@@ -24,8 +24,8 @@ from typing import ClassVar
 
 from pmapc import collectives, dialect, hlo, ir
 from pmapc.passes import patterns
-from pmapc.passes.base import Analyses
-from pmapc.passes.op_index import index_of
+from pmapc.passes.base import Analyses, Analysis
+from pmapc.passes.op_index import index_of, op_index
 from pmapc.passes.rewriter import Builder, Rewriter
 
 
@@ -35,6 +35,7 @@ class SinkGathersPass:
 
     name: ClassVar[str] = "sink-gathers"
     keeps_analyses_current: ClassVar[bool] = True
+    reads: ClassVar[tuple[Analysis, ...]] = (op_index,)
 
     def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
         if dialect.read_mesh(module) is None:

@@ -18,7 +18,7 @@ from typing import ClassVar
 from pmapc import dialect, hlo, ir
 from pmapc.mesh import Mesh
 from pmapc.passes import patterns
-from pmapc.passes.base import Analyses
+from pmapc.passes.base import Analyses, Analysis
 from pmapc.passes.rewriter import Rewriter
 
 
@@ -28,6 +28,7 @@ class SinkSlicesPass:
 
     name: ClassVar[str] = "sink-slices"
     keeps_analyses_current: ClassVar[bool] = True
+    reads: ClassVar[tuple[Analysis, ...]] = ()
 
     def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
         mesh = dialect.read_mesh(module)

@@ -43,8 +43,8 @@ from typing import ClassVar
 from pmapc import dialect, hlo, ir
 from pmapc.errors import PipelineError
 from pmapc.mesh import Mesh, axes_by_groups, groups_key
-from pmapc.passes.base import Analyses
-from pmapc.passes.op_index import OpIndex, index_of
+from pmapc.passes.base import Analyses, Analysis
+from pmapc.passes.op_index import OpIndex, index_of, op_index
 from pmapc.passes.rewriter import Rewriter
 
 NUM_REPLICAS = "mhlo.num_replicas"
@@ -82,6 +82,7 @@ class ToPartitionsPass:
     first_channel: int = 1
     replica_groups: str = DEFAULT_GROUP_FORM
     keeps_analyses_current: ClassVar[bool] = True
+    reads: ClassVar[tuple[Analysis, ...]] = (op_index,)
 
     def __post_init__(self) -> None:
         if self.first_channel < 1:

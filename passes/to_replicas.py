@@ -19,8 +19,8 @@ import dataclasses
 from typing import ClassVar
 
 from pmapc import ir
-from pmapc.passes.base import Analyses
-from pmapc.passes.op_index import index_of
+from pmapc.passes.base import Analyses, Analysis
+from pmapc.passes.op_index import index_of, op_index
 from pmapc.passes.rewriter import Rewriter
 from pmapc.passes.to_partitions import (
     CHANNEL_HANDLE,
@@ -39,6 +39,7 @@ class ToReplicasPass:
 
     name: ClassVar[str] = "to-replicas"
     keeps_analyses_current: ClassVar[bool] = True
+    reads: ClassVar[tuple[Analysis, ...]] = (op_index,)
 
     def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
         device_ids, collectives = device_ops(index_of(module, analyses), self.name)

@@ -15,22 +15,9 @@ from typing import ClassVar
 from pmapc import collectives, dialect, ir, shapes
 from pmapc.errors import Category, DiagnosticError, ShapeError
 from pmapc.layout import Chain
-from pmapc.passes.base import Analyses
+from pmapc.passes.base import Analyses, Analysis
 from pmapc.passes.nesting import Nesting, analyze
 from pmapc.passes.rewriter import Rewriter
-
-
-@dataclasses.dataclass(frozen=True)
-class VerifyAxesPass:
-    """Check that maps and named-axis collectives are well formed and their axes bound."""
-
-    name: ClassVar[str] = "verify-axes"
-    keeps_analyses_current: ClassVar[bool] = True  # it changes nothing
-
-    def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
-        # The nesting analysis it walks the program for is flatten-maps' too.
-        analyses.get(verified_nesting, module)
-        return False
 
 
 def verified_nesting(module: ir.Module) -> Nesting:
@@ -55,6 +42,20 @@ def verified_nesting(module: ir.Module) -> Nesting:
     if errors:
         raise DiagnosticError(errors)
     return nesting
+
+
+@dataclasses.dataclass(frozen=True)
+class VerifyAxesPass:
+    """Check that maps and named-axis collectives are well formed and their axes bound."""
+
+    name: ClassVar[str] = "verify-axes"
+    keeps_analyses_current: ClassVar[bool] = True  # it changes nothing
+    reads: ClassVar[tuple[Analysis, ...]] = (verified_nesting,)
+
+    def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
+        # The nesting analysis it walks the program for is flatten-maps' too.
+        analyses.get(verified_nesting, module)
+        return False
 
 
 def resolve_axes(view: dialect.CollectiveView, scope: Chain) -> list[int]:

@@ -16,7 +16,7 @@ import pytest
 from pmapc import hlo, ir
 from pmapc.compiler import pipeline
 from pmapc.passes import patterns
-from pmapc.passes.base import Analyses, run_pass
+from pmapc.passes.base import Analyses, Analysis, run_pass
 from pmapc.passes.op_index import index_of, op_index
 from pmapc.passes.rewriter import Rewriter
 
@@ -46,6 +46,8 @@ def example_pass():
         "hlo": hlo,
         "patterns": patterns,
         "Analyses": Analyses,
+        "Analysis": Analysis,
+        "op_index": op_index,
         "Rewriter": Rewriter,
         "index_of": index_of,
     }

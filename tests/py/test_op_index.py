@@ -149,10 +149,8 @@ def test_the_nesting_walk_serves_every_pass(monkeypatch):
 
 def keeping(module: ir.Module) -> tuple[Rewriter, IndexKeeper]:
     """A rewriter whose edits an IndexKeeper of the module's index follows."""
-    rewriter = Rewriter()
     keeper = IndexKeeper(op_index(module), module)
-    rewriter.listeners.append(keeper)
-    return rewriter, keeper
+    return Rewriter([keeper]), keeper
 
 
 def test_an_indexed_op_built_where_no_anchor_says_sends_its_function_to_a_walk():

@@ -12,12 +12,14 @@ from pmapc import hlo, ir
 from pmapc.compiler import driver
 from pmapc.compiler.pipeline import cyclic_gc_paused, default_pipeline, run_passes
 from pmapc.errors import DiagnosticError, PassFailure
-from pmapc.passes.base import Analyses
+from pmapc.passes.base import Analyses, kept_through
+from pmapc.passes.combine_all_reduces import reduction_keys
 from pmapc.passes.flatten_maps import FlattenMapsPass
 from pmapc.passes.nesting import analyze
+from pmapc.passes.op_index import op_index
 from pmapc.passes.rewriter import Rewriter
 from pmapc.passes.simplify import SimplifyPass
-from pmapc.passes.verify_axes import VerifyAxesPass
+from pmapc.passes.verify_axes import VerifyAxesPass, verified_nesting
 from pmapc.tools.main import main
 
 EXAMPLE_IR = pathlib.Path(__file__).parents[2] / "examples" / "nested_2x4.mlir"
@@ -29,6 +31,7 @@ class BreakResultTypePass:
 
     name: ClassVar[str] = "break-result-type"
     keeps_analyses_current: ClassVar[bool] = False
+    reads: ClassVar[tuple] = ()
 
     def run(self, module: ir.Module, analyses, rewriter) -> bool:
         main_function = ir.functions(module)["main"]
@@ -49,6 +52,10 @@ class AskForAnalysisPass:
     keeps_analyses_current: ClassVar[bool] = False
     analysis: object
     changes: bool = False
+
+    @property
+    def reads(self) -> tuple:
+        return (self.analysis,)
 
     def run(self, module: ir.Module, analyses, rewriter) -> bool:
         analyses.get(self.analysis, module)
@@ -114,6 +121,48 @@ def test_passes_share_an_analysis_until_one_changes_the_ir():
     assert len(computed) == 2  # once at the start, once after the pass that changed it
 
 
+@dataclasses.dataclass(frozen=True)
+class ReadUndeclaredPass:
+    """Ask for the op index without naming it in `reads`."""
+
+    name: ClassVar[str] = "read-undeclared"
+    keeps_analyses_current: ClassVar[bool] = True
+    reads: ClassVar[tuple] = ()
+
+    def run(self, module: ir.Module, analyses, rewriter) -> bool:
+        analyses.get(op_index, module)
+        return False
+
+
+def test_a_pass_gets_only_the_analyses_it_reads():
+    with pytest.raises(PassFailure, match="reads analysis 'op_index' but does not say so"):
+        run_passes(example_module(), [ReadUndeclaredPass()])
+
+
+def test_an_analysis_is_kept_current_only_through_passes_before_one_that_reads_it():
+    passes = default_pipeline()
+    kept = dict(zip([p.name for p in passes], kept_through(passes), strict=True))
+    # flatten-maps builds the op index, so verify-axes keeps nothing of it.
+    assert kept["verify-axes"] == {verified_nesting}
+    assert kept["flatten-maps"] == {op_index, reduction_keys}
+    assert kept["lower-collectives"] == {op_index, reduction_keys}
+    # No pass after combine-all-reduces reads its keys; simplify reads the index.
+    assert kept["combine-all-reduces"] == {op_index}
+    assert kept["to-partitions"] == {op_index}
+    assert kept["simplify"] == set()
+
+
+def test_a_pass_that_drops_every_analysis_ends_what_is_kept_before_it():
+    @dataclasses.dataclass(frozen=True)
+    class DropEverythingPass:
+        name: ClassVar[str] = "drop-everything"
+        keeps_analyses_current: ClassVar[bool] = False
+        reads: ClassVar[tuple] = ()
+
+    passes = (VerifyAxesPass(), DropEverythingPass(), SimplifyPass())
+    assert kept_through(passes) == [frozenset(), {op_index}, frozenset()]
+
+
 def test_flatten_maps_on_the_nesting_verify_axes_kept_flattens_the_same():
     shared, alone = example_module(), example_module()
     analyses = Analyses()
@@ -132,6 +181,7 @@ class ReshapeWrongCountPass:
 
     name: ClassVar[str] = "reshape-wrong-count"
     keeps_analyses_current: ClassVar[bool] = True
+    reads: ClassVar[tuple] = ()
 
     def run(self, module: ir.Module, analyses, rewriter: Rewriter) -> bool:
         main_function = ir.functions(module)["main"]
@@ -157,6 +207,7 @@ class ReportCollectorPass:
 
     name: ClassVar[str] = "report-collector"
     keeps_analyses_current: ClassVar[bool] = True
+    reads: ClassVar[tuple] = ()
     seen: list = dataclasses.field(default_factory=list)
 
     def run(self, module: ir.Module, analyses, rewriter) -> bool:
