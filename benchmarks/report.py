@@ -233,6 +233,7 @@ def pass_table(scaling: dict) -> str:
     rows += [
         row("= passes", lambda size: ms(sum(size["pmapc"]["passes_s"].values()))),
         row("= pmapc own (trace + passes)", lambda size: ms(size["pmapc"]["own_total_s"])),
+        row("pmapc's whole lower() (wall)", lambda size: ms(size["pmapc"]["lower_wall_s"])),
         row("shard_map trace + lower", lambda size: ms(size["shard_map"]["trace_lower_s"])),
         row("  shard_map's tracing", lambda size: ms(size["shard_map"]["trace_s"])),
         row("  shard_map's lowering", lambda size: ms(size["shard_map"]["lower_s"])),

@@ -6,8 +6,9 @@ OTHER_PYTHON is the Python of an environment where another pmapc is installed (a
 git worktree of an older commit, `pip install -e` into a venv of its own). Each
 round builds the W4 chain of every size once with each pmapc, each build in a
 fresh child process, the two in a new (seeded) order every round; the table gives
-the median seconds of pmapc's own stages (trace and passes) and the ratio of the
-medians, this checkout over the other. Nothing is compiled by XLA.
+the median seconds of pmapc's own stages (trace and passes) and of the whole
+`lower()` call (lower_wall: the stages and what lies between them), and the
+ratio of the medians, this checkout over the other. Nothing is compiled by XLA.
 """
 
 from __future__ import annotations
@@ -36,7 +37,11 @@ from workloads import nested
 x = np.arange(DATA * MODEL * WIDTH, dtype=np.float32).reshape(DATA, MODEL, WIDTH) / 100
 pmapc_stages(nested(chain_body(10)), (x,))  # warm up JAX's own caches
 stages, _ = pmapc_stages(nested(chain_body({count})), (x,))
-print(json.dumps({{"trace_s": stages["trace_s"], "passes_s": sum(stages["passes_s"].values())}}))
+print(json.dumps({{
+    "trace_s": stages["trace_s"],
+    "passes_s": sum(stages["passes_s"].values()),
+    "lower_wall_s": stages["lower_wall_s"],
+}}))
 """
 
 
@@ -67,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
                 samples.setdefault((label, count), []).append(build_once(pythons[label], count))
     print(f"{'collectives':>11}  {'stage':>7}  {'this s':>8}  {'other s':>8}  this/other")
     for count in counts:
-        for stage in ("trace_s", "passes_s"):
+        for stage in ("trace_s", "passes_s", "lower_wall_s"):
             this = statistics.median(s[stage] for s in samples[("this", count)])
             other = statistics.median(s[stage] for s in samples[("other", count)])
             print(f"{count:>11}  {stage[:-2]:>7}  {this:8.3f}  {other:8.3f}  {this / other:9.2f}")

@@ -30,15 +30,19 @@ from pmapc.passes.to_partitions import DEFAULT_GROUP_FORM
 class Compilation:
     """A module taken through the passes, with what happened on the way.
 
-    `snapshots` holds a copy of the IR after each stage ("pmapc", each pass
-    name) when stages were recorded; `stages` prints them on first use.
-    `timings` has the seconds each pass took and, under "verify", the seconds
-    the verification of the result took.
+    `source` is a copy of the pmapc IR the passes started from. The IR after
+    each stage ("pmapc", each pass name) is made on first use (`snapshots`), by
+    running the passes again on a copy of `source`, recording: copying the
+    module after every pass would cost more than the passes themselves, for IR
+    most compilations never show. `timings` has the seconds each pass took and,
+    under "verify", the seconds the verification of the result took.
     """
 
     module: ir.Module
-    snapshots: dict[str, ir.Operation]
+    source: ir.Operation
+    passes: tuple[Pass, ...]
     timings: dict[str, float]
+    _snapshots: dict[str, ir.Operation] | None = None
     _texts: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @property
@@ -46,13 +50,33 @@ class Compilation:
         return dialect.mesh_of(self.module)
 
     @property
+    def stage_names(self) -> list[str]:
+        """ "pmapc", each pass's name, and "stablehlo" (the result), in order."""
+        return ["pmapc", *(p.name for p in self.passes), "stablehlo"]
+
+    @property
+    def snapshots(self) -> dict[str, ir.Operation]:
+        """Stage name -> a copy of the IR after it ("pmapc", each pass)."""
+        if self._snapshots is None:
+            self._snapshots = record_stages(self.source, self.passes)
+        return self._snapshots
+
+    def stage_op(self, stage: str) -> ir.Operation:
+        """The IR after `stage` (one of `stage_names`)."""
+        if stage == "stablehlo":
+            return self.module.operation
+        return self.source if stage == "pmapc" else self.snapshots[stage]
+
+    def stage_text(self, stage: str) -> str:
+        """The IR after `stage` (one of `stage_names`) as text."""
+        if stage not in self._texts:
+            self._texts[stage] = ir.print_module(self.stage_op(stage))
+        return self._texts[stage]
+
+    @property
     def stages(self) -> dict[str, str]:
         """Stage name -> IR text: "pmapc", each pass, and "stablehlo" (the result)."""
-        if not self._texts:
-            for stage, snapshot in self.snapshots.items():
-                self._texts[stage] = ir.print_module(snapshot)
-            self._texts["stablehlo"] = ir.print_module(self.module)
-        return self._texts
+        return {stage: self.stage_text(stage) for stage in self.stage_names}
 
     def plan(self):
         """The communication plan of the compiled module (compiler/plan.py)."""
@@ -62,7 +86,19 @@ class Compilation:
 
     def traced_with_locations(self) -> str:
         """The traced pmapc IR with its locations (the user's files and lines)."""
-        return ir.print_module(self.snapshots["pmapc"], debug_info=True)
+        return ir.print_module(self.source, debug_info=True)
+
+
+def record_stages(source: ir.Operation, passes: Sequence[Pass]) -> dict[str, ir.Operation]:
+    """A copy of the IR after each stage: `source` ("pmapc"), then each of `passes`
+    run on a copy of it (passes are deterministic: the result is the IR they made)."""
+    snapshots = {"pmapc": source}
+
+    def record(pass_, module) -> None:
+        snapshots[pass_.name] = ir.detached_clone(module.operation)
+
+    run_passes(ir.copied(source), passes, after_pass=record, verify_each=False)
+    return snapshots
 
 
 def compile_traced(
@@ -71,7 +107,6 @@ def compile_traced(
     *,
     target: str = DEFAULT_TARGET,
     replica_groups: str = DEFAULT_GROUP_FORM,
-    record_stages: bool = False,
     argument_names: Sequence[str] | None = None,
 ) -> Compilation:
     """A `jax.jit(...).trace(...)` result through pmapc, for `jax.jit` (compiler/embed.py),
@@ -87,7 +122,7 @@ def compile_traced(
     lowered = time.perf_counter() - start
     try:
         passes = default_pipeline(target, replica_groups)
-        compilation = run_pipeline(module, passes, record_stages=record_stages)
+        compilation = run_pipeline(module, passes)
     except DiagnosticError as error:
         raise typed_error(error) from None
     compilation.timings = {"lower": lowered, **compilation.timings}
@@ -97,7 +132,6 @@ def compile_traced(
 def run_pipeline(
     source: str | ir.Module,
     passes: Sequence[Pass] | None = None,
-    record_stages: bool = False,
     target: str = DEFAULT_TARGET,
 ) -> Compilation:
     """Run `passes` (default: the default pipeline for `target`) on pmapc IR, text or
@@ -108,23 +142,19 @@ def run_pipeline(
     verifying after each one, so the error names the pass that broke the IR.
     """
     module = source if isinstance(source, ir.Module) else ir.parse_module(source, ir.make_context())
-    passes = default_pipeline(target) if passes is None else passes
+    passes = tuple(default_pipeline(target) if passes is None else passes)
     original = ir.detached_clone(module.operation)
-    snapshots = {"pmapc": original} if record_stages else {}
     timer = Timer()
 
-    def after(pass_, module) -> None:
+    def after(pass_, _module) -> None:
         timer.lap(pass_.name)
-        if record_stages:
-            snapshots[pass_.name] = ir.detached_clone(module.operation)
-            timer.restart()  # the snapshot is not the pass's time
 
     timer.restart()
     changed = run_passes(module, passes, after_pass=after, verify_each=False)
     if changed:
         verify_result(module, original, passes)
     timer.lap("verify")
-    return Compilation(module, snapshots, timer.seconds)
+    return Compilation(module, original, passes, timer.seconds)
 
 
 def verify_result(module: ir.Module, original: ir.Operation, passes: Sequence[Pass]) -> None:
@@ -133,7 +163,7 @@ def verify_result(module: ir.Module, original: ir.Operation, passes: Sequence[Pa
     try:
         ir.verify(module)
     except DiagnosticError as error:
-        run_passes(ir.reparsed(original), passes, verify_each=True)
+        run_passes(ir.copied(original), passes, verify_each=True)
         names = ", ".join(p.name for p in passes)
         raise DiagnosticError(
             [

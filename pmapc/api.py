@@ -377,7 +377,6 @@ def lower(
         getattr(fun, "__name__", "program"),
         target=target,
         replica_groups=replica_groups,
-        record_stages=True,
         argument_names=names,
     )
     compilation.timings = {"trace": traced_at - start, **compilation.timings}

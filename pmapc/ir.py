@@ -75,8 +75,9 @@ def copy_into(module: ir.Module, context: ir.Context) -> ir.Module:
     return ir.Module.parse(bytecode(module), context=context)
 
 
-def bytecode(module: ir.Module) -> bytes:
-    """`module` as MLIR bytecode (what XLA's client reads, and the cheapest copy)."""
+def bytecode(module: ir.Module | ir.Operation) -> bytes:
+    """`module` (a module or a module op) as MLIR bytecode (what XLA's client reads,
+    and the cheapest copy)."""
     buffer = io.BytesIO()
     module.operation.write_bytecode(buffer)
     return buffer.getvalue()
@@ -135,11 +136,10 @@ def current_location() -> ir.Location:
     return ir.Location.current  # pyright: ignore[reportReturnType]
 
 
-def reparsed(module_op: ir.Operation) -> ir.Module:
-    """A copy of a module op that shares nothing with it: its generic text, locations
-    included, parsed in a new context (slow; for replaying a failure)."""
-    text = str(module_op.get_asm(enable_debug_info=True, print_generic_op_form=True))
-    return parse_module(text, make_context())
+def copied(module_op: ir.Operation) -> ir.Module:
+    """A module copy of a module op that shares nothing with it, locations included,
+    in a new context (through bytecode)."""
+    return ir.Module.parse(bytecode(module_op), context=make_context())
 
 
 def diagnostics_of(error: ir.MLIRError, filename: str = "-") -> list[Diagnostic]:

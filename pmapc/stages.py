@@ -125,10 +125,10 @@ class Lowered(_Signed):
         dialect = dialect or "stablehlo"
         if dialect == "hlo":
             return xla.hlo_text(self.compiler_ir("hlo"))
-        if dialect == "stablehlo" and not debug_info:
-            return self.stages["stablehlo"]
         op = self._stage_op(dialect)
-        return ir.print_module(op, debug_info=debug_info)
+        if debug_info:
+            return ir.print_module(op, debug_info=True)
+        return self.compilation.stage_text(dialect)
 
     def compiler_ir(self, dialect: str | None = None):
         """The program as an object: 'stablehlo' (the default), a copy of the module
@@ -169,14 +169,11 @@ class Lowered(_Signed):
         return Compiled(executable, self.signature)
 
     def _stage_op(self, stage: str) -> ir.Operation:
-        if stage == "stablehlo":
-            return self.compilation.module.operation
-        if stage not in self.compilation.snapshots:
-            raise ValueError(
-                f"unknown dialect or stage '{stage}'; give one of "
-                f"{[*PMAPC_DIALECTS, *self.compilation.snapshots]}"
-            )
-        return self.compilation.snapshots[stage]
+        names = self.compilation.stage_names
+        if stage not in names:
+            known = [*PMAPC_DIALECTS, *names[:-1]]  # the last is the result, "stablehlo"
+            raise ValueError(f"unknown dialect or stage '{stage}'; give one of {known}")
+        return self.compilation.stage_op(stage)
 
 
 class Compiled(_Signed):

@@ -114,15 +114,15 @@ def emit(lowered, stage: str, debug_info: bool) -> str:
         return lowered.as_text("hlo")
     names = {"spmd": "stablehlo"}
     stage = names.get(stage, stage)
-    if stage not in lowered.stages:
-        passes = [s for s in lowered.stages if "-" in s]
+    if stage not in lowered.compilation.stage_names:
+        passes = [p.name for p in lowered.compilation.passes]
         choices = ", ".join(["pmapc", "spmd", "hlo", "plan", *passes])
         raise ValueError(f"unknown --emit '{stage}'; choose one of {choices}")
     if debug_info and stage != "stablehlo":
         raise ValueError("--mlir-print-debuginfo works with --emit=pmapc or --emit=spmd")
     if debug_info:
         return ir.print_module(lowered.compilation.module, debug_info=True)
-    return lowered.stages[stage]
+    return lowered.compilation.stage_text(stage)
 
 
 def load_function(target: str):

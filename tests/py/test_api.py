@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 
 import pmapc
+from pmapc import ir
+from pmapc.compiler.pipeline import default_pipeline, run_passes
 
 
 def nested_psum(inner_axis_size=4):
@@ -46,6 +48,21 @@ def test_lower_exposes_every_stage():
     assert "[[0, 1, 2, 3], [4, 5, 6, 7]]" in groups and "[[0, 4], [1, 5], [2, 6], [3, 7]]" in groups
     assert 'axes = [#stablehlo.axis_ref<name = "model">]' in final
     assert 'axes = [#stablehlo.axis_ref<name = "data">]' in final
+
+
+def test_the_stages_are_recorded_when_first_asked_for_and_match_the_passes_run_alone():
+    x = np.ones((2, 4, 3), np.float32)
+    lowered = nested_psum().lower(x)
+    assert lowered.compilation._snapshots is None  # lower() copies the IR once, not per pass
+    source = lowered.as_text("pmapc", debug_info=True)
+    assert lowered.compilation._snapshots is None  # the traced IR is the copy it keeps
+    # The IR after two passes, recorded now, is what those two passes make of it.
+    module = ir.parse_module(source, ir.make_context())
+    run_passes(module, default_pipeline()[:2])
+    assert lowered.as_text("flatten-maps") == ir.print_module(module)
+    # The last pass's IR is the result's, and the stages keep their locations.
+    assert lowered.as_text("simplify") == lowered.as_text()
+    assert "test_api.py" in lowered.as_text("lower-collectives", debug_info=True)
 
 
 def test_lowered_compile_runs():

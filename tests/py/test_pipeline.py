@@ -95,7 +95,7 @@ def test_the_driver_verifies_the_result_and_replays_to_name_the_pass():
 
 
 def test_the_driver_times_every_pass_and_the_verification():
-    compilation = driver.run_pipeline(EXAMPLE_IR.read_text(), record_stages=True)
+    compilation = driver.run_pipeline(EXAMPLE_IR.read_text())
     names = [p.name for p in default_pipeline()]
     assert list(compilation.timings) == [*names, "verify"]
     assert list(compilation.stages) == ["pmapc", *names, "stablehlo"]
