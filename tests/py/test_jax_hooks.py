@@ -15,6 +15,7 @@ import pytest
 from jax import lax
 
 import pmapc
+from pmapc import ir
 from pmapc.lowering import jax_api
 
 THIS_FILE = os.path.abspath(__file__)
@@ -197,6 +198,25 @@ def test_results_of_both_forms_reach_the_host(target):
     expected = x.sum(axis=0) + np.arange(4)[:, None]
     np.testing.assert_array_equal(np.asarray(result), expected)
     np.testing.assert_array_equal(np.asarray(result.addressable_shards[1].data)[0], expected[1])
+
+
+# -- MLIR contexts --------------------------------------------------------------------
+
+
+def test_pmapc_rewrites_in_a_context_of_its_own_and_leaves_jaxs_as_it_was():
+    """From JAX 0.11 on, make_ir_context hands one context per thread to several
+    lowerings in turn; pmapc reads JAX's lowering into a context of its own."""
+    from jax.interpreters import mlir
+
+    f = pmapc.pmap(lambda v: lax.psum(v, "i"), axis_name="i")
+    lowered = f.lower(np.ones((4, 3), np.float32))
+    jaxs = mlir.make_ir_context()  # this thread's, reused from 0.11 on
+    assert lowered.compilation.module.context != jaxs
+    assert not jaxs.allow_unregistered_dialects
+    # Every op pmapc builds is registered in its contexts from the start.
+    built = ("func.func", "func.call", "func.return", "sdy.mesh", "sdy.manual_computation")
+    assert all(ir.make_context().is_registered_operation(name) for name in built)
+    assert not ir.make_context().allow_unregistered_dialects
 
 
 # -- pytree and key helpers -----------------------------------------------------------
