@@ -461,26 +461,25 @@ def read_mesh(module: ir.Module) -> Mesh | None:
     if "axis_names" in config and ir.as_list(config["axis_names"]) == []:
         names = ()  # a program without maps runs on one device
     sizes = ir.as_i64_array(config["axis_sizes"]) if "axis_sizes" in config else None
-    where = ir.source_loc(module.operation.location)
     if names is None or sizes is None or len(names) != len(sizes):
-        raise DiagnosticError(
-            Diagnostic(
-                "error",
-                f"'{MESH_ATTR}' needs 'axis_names' (strings) and 'axis_sizes' (an i64 "
-                "array) of one length",
-                where,
-            )
+        raise _mesh_error(
+            module,
+            f"'{MESH_ATTR}' needs 'axis_names' (strings) and 'axis_sizes' (an i64 "
+            "array) of one length",
         )
     if len(set(names)) != len(names) or any(size < 1 for size in sizes):
-        raise DiagnosticError(
-            Diagnostic(
-                "error",
-                f"'{MESH_ATTR}' needs distinct axis names and positive sizes, got "
-                f"{list(names)} and {list(sizes)}",
-                where,
-            )
+        raise _mesh_error(
+            module,
+            f"'{MESH_ATTR}' needs distinct axis names and positive sizes, got "
+            f"{list(names)} and {list(sizes)}",
         )
     return Mesh(tuple(names), tuple(sizes))
+
+
+def _mesh_error(module: ir.Module, message: str) -> DiagnosticError:
+    """An error about the module's mesh, at the module's location (read only for an
+    error: reading a location costs tens of microseconds)."""
+    return DiagnosticError(Diagnostic("error", message, ir.source_loc(module.operation.location)))
 
 
 def mesh_of(module: ir.Module) -> Mesh:
