@@ -193,6 +193,7 @@ class Inlining:
         self.contents = dict(contents)
         self.views = views
         self._inlines: dict[str, bool] = {}
+        self._callees: dict[str, list[str]] = {}
         self.kept_callees: set[str] = set()
         self.counts = self._count()
 
@@ -213,15 +214,18 @@ class Inlining:
         return self._inlines[name]
 
     def inlined_callees(self, name: str) -> list[str]:
-        """The functions whose bodies the maps and calls in function `name` inline."""
-        contents = self.contents_of(name)
-        callees = [
-            self.views.map(op).callee for op in contents.custom_calls if self.views.is_map(op)
-        ]
-        callees.extend(
-            callee for callee in map(ir.callee_of, contents.calls) if self.inlines(callee)
-        )
-        return callees
+        """The functions whose bodies the maps and calls in function `name` inline
+        (found once: each custom_call's target is read once)."""
+        if name not in self._callees:
+            contents = self.contents_of(name)
+            callees = [
+                self.views.map(op).callee for op in contents.custom_calls if self.views.is_map(op)
+            ]
+            callees.extend(
+                callee for callee in map(ir.callee_of, contents.calls) if self.inlines(callee)
+            )
+            self._callees[name] = callees
+        return self._callees[name]
 
     def _count(self) -> collections.Counter:
         order: list[str] = []  # callers after callees (the call graph is acyclic)
