@@ -57,7 +57,10 @@ def main(argv: list[str]) -> int:
             file=sys.stderr,
         )
         return 2
-    return subprocess.call([checker, "--pythonpath", sys.executable, *argv], cwd=ROOT)
+    # The settings are pyproject.toml's, named: basedpyright would prefer a
+    # pyrightconfig.json in a folder above the checkout.
+    command = [checker, "--project", str(ROOT / "pyproject.toml"), "--pythonpath", sys.executable]
+    return subprocess.call([*command, *argv], cwd=ROOT)
 
 
 if __name__ == "__main__":
