@@ -97,7 +97,8 @@ def record_stages(source: ir.Operation, passes: Sequence[Pass]) -> dict[str, ir.
     def record(pass_, module) -> None:
         snapshots[pass_.name] = ir.detached_clone(module.operation)
 
-    run_passes(ir.copied(source), passes, after_pass=record, verify_each=False)
+    module = ir.copy_into(source, ir.make_context())
+    run_passes(module, passes, after_pass=record, verify_each=False)
     return snapshots
 
 
@@ -163,7 +164,7 @@ def verify_result(module: ir.Module, original: ir.Operation, passes: Sequence[Pa
     try:
         ir.verify(module)
     except DiagnosticError as error:
-        run_passes(ir.copied(original), passes, verify_each=True)
+        run_passes(ir.copy_into(original, ir.make_context()), passes, verify_each=True)
         names = ", ".join(p.name for p in passes)
         raise DiagnosticError(
             [
