@@ -42,6 +42,7 @@ class Compilation:
     source: ir.Operation
     passes: tuple[Pass, ...]
     timings: dict[str, float]
+    host_callbacks: tuple = ()  # what the module's host-callback ops call (trace.PmapcIR)
     _snapshots: dict[str, ir.Operation] | None = None
     _texts: dict[str, str] = dataclasses.field(default_factory=dict)
 
@@ -117,7 +118,7 @@ def compile_traced(
     "dense"); a diagnostic becomes the typed error of its category (an AxisError,
     a ShapeError). `timings["lower"]` is the time of JAX's lowering."""
     start = time.perf_counter()
-    module = trace.pmapc_ir(traced, name)
+    module, host_callbacks = trace.pmapc_ir(traced, name)
     if argument_names is not None:
         ir.set_argument_names(ir.functions(module)["main"], argument_names)
     lowered = time.perf_counter() - start
@@ -127,6 +128,7 @@ def compile_traced(
     except DiagnosticError as error:
         raise typed_error(error) from None
     compilation.timings = {"lower": lowered, **compilation.timings}
+    compilation.host_callbacks = host_callbacks
     return compilation
 
 
@@ -183,4 +185,6 @@ def compile_for_devices(
 ):
     """XLA-compile for the mesh's devices: a runtime.Executable."""
     chosen = runtime.pick_devices(compilation.mesh, devices, backend)
-    return runtime.Executable(compilation.module, chosen, compiler_options)
+    return runtime.Executable(
+        compilation.module, chosen, compiler_options, compilation.host_callbacks
+    )

@@ -33,7 +33,7 @@ from collections.abc import Callable
 import jax
 from jax.sharding import PartitionSpec
 
-from pmapc import ir
+from pmapc import dialect, ir
 from pmapc.compiler import driver, runtime
 from pmapc.errors import PmapcError
 from pmapc.lowering import jax_api, placement, primitives
@@ -53,6 +53,7 @@ class SpmdProgram:
     in_specs: tuple[PartitionSpec, ...]
     out_specs: tuple[PartitionSpec, ...]
     block_avals_out: tuple
+    host_callbacks: tuple  # what its host-callback ops call, by index
 
 
 def lower_outermost(ctx, operands, *, mesh, **params) -> list:
@@ -90,6 +91,7 @@ def compile_map(avals_in, avals_out, mesh, params) -> SpmdProgram:
         in_specs=tuple(_spec(sig, aval) for sig, aval in zip(arguments, avals_in)),
         out_specs=tuple(_spec(sig, aval) for sig, aval in zip(results, avals_out)),
         block_avals_out=tuple(block_avals),
+        host_callbacks=compilation.host_callbacks,
     )
 
 
@@ -129,6 +131,7 @@ def _spmd_call_lowering(ctx, *blocks, program):
         module_context.symbol_table,
         prefix,
         module_context.new_channel,
+        _host_callback_adder(module_context, program.host_callbacks),
     )
     result_types = [jax_api.ir_type_of(ctx, aval) for aval in ctx.avals_out]
     call = ir.create_op(
@@ -142,14 +145,34 @@ def _spmd_call_lowering(ctx, *blocks, program):
     return list(call.results)
 
 
+def _host_callback_adder(module_context, host_callbacks: tuple) -> Callable[[int], int]:
+    """index in `host_callbacks` -> index among the callbacks of JAX's module, each
+    callback added to JAX's module (which XLA compiles with them) once."""
+    indices: dict[int, int] = {}
+
+    def add(index: int) -> int:
+        if index not in indices:
+            module_context.add_host_callback(host_callbacks[index])
+            indices[index] = len(module_context.host_callbacks) - 1
+        return indices[index]
+
+    return add
+
+
 def embed_functions(
-    text: str, target: ir.Module, symbol_table, prefix: str, new_channel: Callable[[], int]
+    text: str,
+    target: ir.Module,
+    symbol_table,
+    prefix: str,
+    new_channel: Callable[[], int],
+    host_callback: Callable[[int], int],
 ) -> dict[str, str]:
     """Parse module `text` into `target`'s context (JAX's, lowering a jit) and move its
     functions into `target`.
 
     Every function is renamed `prefix + name` and made private; collectives get
-    fresh channel handles from `new_channel()` (they must be unique in `target`).
+    fresh channel handles from `new_channel()` (they must be unique in `target`),
+    host callbacks the index `host_callback(index)` among `target`'s callbacks.
     Returns the old name -> new name of every function.
     """
     source = ir.parse_into(text, target.context)
@@ -166,6 +189,9 @@ def embed_functions(
         for op in ir.walk(function):
             if "channel_handle" in op.attributes:
                 op.attributes["channel_handle"] = ir.channel_handle_attr(new_channel())
+            index = dialect.host_callback_index(op) if dialect.is_host_callback(op) else None
+            if index is not None:
+                dialect.set_host_callback_index(op, host_callback(index))
         target.body.append(function)
         symbol_table.insert(function)
     return renamed

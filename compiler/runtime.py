@@ -133,9 +133,13 @@ def pick_devices(mesh: Mesh, devices: Sequence[xla.Device] | None, backend: str 
             )
         )
     if len(devices) != mesh.size:
+        # JAX 0.4.30 words it apart when inner maps need devices beyond the outer axis
+        nested = math.prod(mesh.axis_sizes[1:]) > 1
         raise DeviceError(
             jax_messages.explained(
-                jax_messages.devices_and_axis_size(mesh.size, len(devices)),
+                jax_messages.nest_and_devices(mesh.size, len(devices))
+                if nested
+                else jax_messages.devices_and_axis_size(mesh.size, len(devices)),
                 f"the mesh {mesh} needs {mesh.size} devices, but devices= lists {len(devices)}; "
                 f"pass exactly {mesh.size}",
             )
@@ -288,12 +292,34 @@ def execution_form(module: ir.Module, mesh: Mesh) -> str:
     return "partitions" if partitions > 1 else "replicas"
 
 
+def check_host_callbacks(module: ir.Module, count: int) -> None:
+    """Refuse a module whose host callbacks call Python functions it was not given
+    (`count` of them): a module saved as text keeps the ops, not the functions."""
+    for op in dialect.host_callbacks_of(module):
+        index = dialect.host_callback_index(op)
+        if index is not None and 0 <= index < count:
+            continue
+        raise dialect.error_at(
+            op,
+            f"'{dialect.target_of(op)}' calls back into the Python process that traced the "
+            "program (jax.debug.print, jax.debug.callback, pure_callback or io_callback), "
+            "and a module read from text has no function to call; run the program from "
+            "Python (call the pmapc.pmap function, or pmapc.lower(f, *args).compile()), or "
+            "leave the callback out of the module",
+        )
+
+
 class Executable:
     """A compiled program bound to its devices; call it with global arrays."""
 
     def __init__(
-        self, module: ir.Module, devices: Sequence[xla.Device], compiler_options: dict | None = None
+        self,
+        module: ir.Module,
+        devices: Sequence[xla.Device],
+        compiler_options: dict | None = None,
+        host_callbacks: Sequence = (),
     ):
+        check_host_callbacks(module, len(host_callbacks))
         self.mesh = dialect.mesh_of(module)
         self.devices = list(devices)
         self.arguments, self.results = signatures(module, self.mesh)
@@ -301,7 +327,7 @@ class Executable:
         compile_for = (
             xla.compile_partitioned if self.form == "partitions" else xla.compile_replicated
         )
-        self.loaded = compile_for(module, self.devices, compiler_options)
+        self.loaded = compile_for(module, self.devices, compiler_options, host_callbacks)
         self.jax_mesh = jax_mesh(self.mesh, self.devices)
         self.in_shardings = [NamedSharding(self.jax_mesh, s.spec()) for s in self.arguments]
         self.out_shardings = [NamedSharding(self.jax_mesh, s.spec()) for s in self.results]

@@ -47,18 +47,25 @@ def backend(platform: str | None = None):
 
 
 def compile_replicated(
-    module: ir.Module, devices: Sequence[Device], compiler_options: dict | None = None
+    module: ir.Module,
+    devices: Sequence[Device],
+    compiler_options: dict | None = None,
+    host_callbacks: Sequence = (),
 ):
-    """Compile `module` with one replica per device (replica r runs on devices[r])."""
+    """Compile `module` with one replica per device (replica r runs on devices[r]);
+    its host-callback ops call `host_callbacks` (by their index)."""
     options = _compile_options(
         devices, replicas=len(devices), partitions=1, compiler_options=compiler_options
     )
     options.executable_build_options.use_spmd_partitioning = False
-    return _load(module, devices, options)
+    return _load(module, devices, options, host_callbacks)
 
 
 def compile_partitioned(
-    module: ir.Module, devices: Sequence[Device], compiler_options: dict | None = None
+    module: ir.Module,
+    devices: Sequence[Device],
+    compiler_options: dict | None = None,
+    host_callbacks: Sequence = (),
 ):
     """Compile `module` in partition form (partition p runs on devices[p]).
 
@@ -71,7 +78,7 @@ def compile_partitioned(
     )
     options.executable_build_options.use_spmd_partitioning = True
     options.executable_build_options.use_shardy_partitioner = True
-    return _load(manual.all_manual(module), devices, options)
+    return _load(manual.all_manual(module), devices, options, host_callbacks)
 
 
 def _compile_options(devices, *, replicas: int, partitions: int, compiler_options):
@@ -87,9 +94,13 @@ def _compile_options(devices, *, replicas: int, partitions: int, compiler_option
     )
 
 
-def _load(module: ir.Module, devices, options):
+def _load(module: ir.Module, devices, options, host_callbacks: Sequence):
+    extra = {"host_callbacks": list(host_callbacks)} if host_callbacks else {}
     return backend(devices[0].platform).compile_and_load(
-        module, executable_devices=_xla_client.DeviceList(tuple(devices)), compile_options=options
+        module,
+        executable_devices=_xla_client.DeviceList(tuple(devices)),
+        compile_options=options,
+        **extra,
     )
 
 

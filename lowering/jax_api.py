@@ -15,6 +15,7 @@ tests/py/test_jax_hooks.py that fails on a release where it stops working.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import os
@@ -25,9 +26,12 @@ from typing import Any
 import jax
 import jax.extend.core
 import numpy as np
+from jax._src import checkify as _checkify
 from jax._src import core as _core
 from jax._src import dispatch as _dispatch
+from jax._src import effects as _effects
 from jax._src import pjit as _pjit
+from jax._src import shard_map as _shard_map
 from jax._src import source_info_util as _source_info
 from jax._src import tree_util as _tree_util
 from jax._src.array import ArrayImpl as _ArrayImpl
@@ -42,7 +46,7 @@ from jax.interpreters import mlir as _mlir_public
 from jax.interpreters import partial_eval as _pe_public
 from jax.sharding import NamedSharding, PartitionSpec
 
-from pmapc import ir
+from pmapc import collectives, ir
 from pmapc.collectives import Collective
 
 __all__ = ["Primitive"]
@@ -78,17 +82,121 @@ IDENTITY_PRIMITIVES = tuple(
     p for p in (getattr(_core, "pvary_p", None), _pjit.sharding_constraint_p) if p
 )
 
-# Named-axis primitives pmapc does not lower yet, with what to write instead.
-UNSUPPORTED_PRIMITIVES = {
-    p: advice
-    for p, advice in (
-        (
-            getattr(_parallel, "pbroadcast_p", None),
-            "write psum(jnp.where(axis_index(axis) == source, x, 0), axis) instead",
-        ),
-    )
-    if p
-}
+# `jax.shard_map`, which `jax.pmap` runs as from JAX 0.10 on.
+SHARD_MAP = _shard_map.shard_map_p
+
+PBROADCAST = _parallel.pbroadcast_p
+# 0.12: `pbroadcast` with a traced source
+PBROADCAST_DYNAMIC = getattr(_parallel, "pbroadcast_dynamic_p", None)
+
+
+def invariant_collectives() -> dict[Primitive, Collective]:
+    """JAX's `*_invariant` forms of pmapc's collectives (`psum_invariant`, and
+    `all_gather(to='invariant')`'s `all_gather_invariant`): the same values, typed
+    as invariant over the axes for `shard_map`'s checks, which pmapc's maps do not
+    make. A form is named after its collective's primitive."""
+    by_name = {p.name: p for p in named_axis_primitives()}
+    return {
+        by_name[f"{collective_primitive(c).name}_invariant"]: c
+        for c in collectives.ALL
+        if f"{collective_primitive(c).name}_invariant" in by_name
+    }
+
+
+class _MapBodies(threading.local):
+    depth = 0  # how many map bodies this thread is tracing
+
+
+_map_bodies = _MapBodies()
+
+
+@contextlib.contextmanager
+def tracing_map_body():
+    """Mark the calling thread as tracing a map's body (see `_OneAxisName`)."""
+    _map_bodies.depth += 1
+    try:
+        yield
+    finally:
+        _map_bodies.depth -= 1
+
+
+@dataclasses.dataclass(frozen=True)
+class _OneAxisName:
+    """The abstract evaluation of `pbroadcast_p` (and 0.12's `pbroadcast_dynamic_p`),
+    installed once in place of JAX's:
+    inside a map body it reads an axis name given as a string as that one name.
+
+    JAX's own checks the axis name's characters one by one as names
+    (`lax.pbroadcast(x, 'model', 0)`: "unbound axis name: m"), where every other
+    collective takes a string as one name and JAX 0.4.30 took it too.
+    """
+
+    jax_rule: Callable[..., Any]
+
+    def __call__(self, *avals, axis_name, **params):
+        if _map_bodies.depth and isinstance(axis_name, str):
+            axis_name = (axis_name,)
+        return self.jax_rule(*avals, axis_name=axis_name, **params)
+
+
+def _install_one_axis_name(primitive) -> None:
+    if not isinstance(primitive.abstract_eval, _OneAxisName):
+        primitive.abstract_eval = _OneAxisName(primitive.abstract_eval)
+
+
+for _primitive in (PBROADCAST, PBROADCAST_DYNAMIC):
+    if _primitive is not None:
+        _install_one_axis_name(_primitive)
+
+
+def named_axis_primitives() -> list[Primitive]:
+    """Every primitive of JAX's collectives module (`jax._src.lax.parallel`): those
+    that act along named axes, from `psum` to the ones a release adds."""
+    found = {id(p): p for p in vars(_parallel).values() if isinstance(p, Primitive)}
+    return sorted(found.values(), key=lambda p: p.name)
+
+
+def named_axes(params: dict) -> tuple:
+    """The axis names an equation's parameters name (`axes` or `axis_name`, one name or
+    a tuple), without the positional axes a `jax.vmap` of a collective adds."""
+    names = params.get("axes", params.get("axis_name", ()))
+    names = names if isinstance(names, (tuple, list)) else (names,)
+    return tuple(n for n in names if not isinstance(n, int) or isinstance(n, bool))
+
+
+def async_collectives() -> tuple[dict[Primitive, Primitive], tuple[Primitive, ...]]:
+    """({start primitive: the synchronous one it starts}, the done primitives) of JAX's
+    asynchronous collectives (`lax.psum_scatter_start(...).done()`): a start
+    primitive is named after the synchronous one, `<name>_start`, and a done one
+    `<name>_done`; a start's result is a future of the synchronous one's."""
+    by_name = {p.name: p for p in named_axis_primitives()}
+    starts = {
+        p: by_name[name.removesuffix("_start")]
+        for name, p in by_name.items()
+        if name.endswith("_start") and name.removesuffix("_start") in by_name
+    }
+    dones = tuple(p for name, p in by_name.items() if name.endswith("_done"))
+    return starts, dones
+
+
+def future_value(aval):
+    """The value an asynchronous collective's future (its start's result) holds."""
+    return aval.inner_aval
+
+
+def called_collective(tb) -> tuple[str, tuple[str, int] | None] | None:
+    """(the `jax.lax` function the user called, the user's (file, line) that called it)
+    when a traceback went through JAX's collectives module; else None."""
+    collectives_file = _parallel.__file__
+    where = None
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_filename == collectives_file:
+            return code.co_name, where
+        if is_user_file(code.co_filename):
+            where = (code.co_filename, tb.tb_lineno)
+        tb = tb.tb_next
+    return None
 
 
 def user_line(eqn) -> tuple[str, int] | None:
@@ -119,6 +227,26 @@ def lowering_parameters(override_rules) -> _mlir_public.LoweringParameters:
 def stablehlo_module(lowered):
     """The StableHLO module of a `jax.jit(...).trace(...).lower(...)` result."""
     return lowered.compiler_ir("stablehlo")
+
+
+def host_callbacks(lowered) -> tuple:
+    """The Python functions the host-callback ops of a `jax.jit(...).trace(...).lower(...)`
+    result call (`jax.debug.print`, `pure_callback`, `io_callback`): an op's `index`
+    (in its `mhlo.backend_config`) is a position in this tuple, which XLA is given
+    when it compiles the module."""
+    return tuple(lowered._lowering.compile_args["host_callbacks"])
+
+
+def map_effects(jaxpr, axis_name) -> set:
+    """The effects a map of body `jaxpr` has where it is called: the body's, less
+    those that only say it uses the map's own axis."""
+    return set(_core.filter_named_axis_effects(jaxpr.effects, (axis_name,)))
+
+
+def ordered_effects(jaxpr) -> list:
+    """The effects of `jaxpr` that must happen in program order (e.g. those of
+    `io_callback(ordered=True)`, `jax.debug.print(ordered=True)`)."""
+    return [effect for effect in jaxpr.effects if _effects.ordered_effects.contains(effect)]
 
 
 def ir_type_of(ctx, aval):
@@ -268,9 +396,9 @@ def rank(aval) -> int:
     return len(aval.shape)
 
 
-def lower_fun(fun):
+def lower_fun(fun, multiple_results: bool = True):
     """A lowering rule that lowers the JAX function `fun` in place."""
-    return _mlir_public.lower_fun(fun, multiple_results=True)
+    return _mlir_public.lower_fun(fun, multiple_results=multiple_results)
 
 
 # Autodiff and batching of the map primitive (lowering/map_rules.py): from JAX's
@@ -394,6 +522,44 @@ def register_map_rules(
     _pe_public.custom_partial_eval_rules[primitive] = partial_eval
     _pe_public.partial_eval_jaxpr_custom_rules[primitive] = partial_eval_staged
     _batching_public.fancy_primitive_batchers[primitive] = batch
+
+
+def register_checkify_rule(primitive, rule) -> None:
+    """Give `checkify` a rule for `primitive`: `rule(checkify_body, error, *vals,
+    **params) -> (error, outs)`, where `checkify_body(jaxpr, err_tree, *avals)` is
+    (the checked jaxpr, its output tree): `jaxpr` with the error's leaves as leading
+    inputs and outputs and its checks functionalized.
+
+    From 0.12 on checkify's rules take a context first, and its jaxprs are closed
+    ones (Jaxpr and ClosedJaxpr merged).
+    """
+    takes_context = hasattr(_checkify, "CheckifyContext")
+
+    def checkify_rule(*args, **params):
+        context, (error, enabled_errors, *vals) = (
+            (args[0], args[1:]) if takes_context else (None, args)
+        )
+
+        def checkify_body(jaxpr, err_tree, *avals):
+            leading = (context,) if takes_context else ()
+            checked, out_tree, _ = _checkify.jaxpr_to_checkify_jaxpr(
+                *leading, jaxpr, enabled_errors, err_tree, *avals
+            )
+            return checked, out_tree
+
+        return rule(checkify_body, error, *vals, **params)
+
+    _checkify.error_checks[primitive] = checkify_rule
+
+
+def any_error(error):
+    """One checkify error of a map's per-device errors (stacked at axis 0), as JAX
+    0.4.30 reduced those of `pmap`: the last device with one, else none."""
+    return _checkify._reduce_any_error(error)
+
+
+def typeof(value):
+    return _core.typeof(value)
 
 
 def tangent_zero(primal) -> Zero:

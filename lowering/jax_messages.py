@@ -110,3 +110,19 @@ def devices_and_axis_size(axis_size: int, devices: int) -> str:
 
 def no_devices() -> str:
     return "'devices' argument to pmap must be non-empty, or None."
+
+
+def nest_and_devices(required: int, devices: int) -> str:
+    """`devices=` on the outermost map of a nest, not one device per position of its mesh."""
+    return (
+        f"pmapped function requires {required} local devices to run due to nested pmapped "
+        f"or other parallel functions, but only {devices} are available."
+    )
+
+
+def devices_on_inner_map() -> str:
+    return "Nested pmap with explicit devices argument."
+
+
+def ordered_effects() -> str:
+    return "Ordered effects not supported in `pmap`."

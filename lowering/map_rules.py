@@ -18,6 +18,9 @@ binds a new map of the result:
   part of the cotangent (JAX 0.4.30 refused to transpose such a map).
 - batching: batched operands carry the batch at dimension 0, inside the body
   too; `jax.vmap`'s own axis name stays usable by the body's collectives.
+- checkify: the map of the checked body, which takes the error unmapped and
+  returns one per index (stacked at 0); the map's error is the last index's
+  that has one, as JAX 0.4.30's pmap chose.
 
 A transformed outermost map stays outermost: it keeps the `mesh`.
 """
@@ -279,6 +282,30 @@ def _map_batch(axis_data, args, dims, *, jaxpr, in_axes, out_axes, **params):
     return outs, [0 if b else None for b in out_batched]
 
 
+# ----------------------------------------------------------------------------
+# checkify
+
+
+def _map_checkify(checkify_body, error, *operands, jaxpr, in_axes, out_axes, **params):
+    error_leaves, error_tree = jax.tree_util.tree_flatten(error)
+    avals = [*map(jax_api.typeof, error_leaves), *jaxpr.in_avals]
+    with jax_api.axis_env(params["axis_name"], params["axis_size"]):
+        checked, out_tree = checkify_body(jaxpr, error_tree, *avals)
+    body, constants = jax_api.closure_to_arguments(checked)
+    error_outputs = out_tree.num_leaves - len(out_axes)
+    outs = _bind_with_constants(
+        constants,
+        [*error_leaves, *operands],
+        jaxpr=body,
+        in_axes=[*[None] * len(error_leaves), *in_axes],
+        out_axes=(*[0] * error_outputs, *out_axes),
+        **params,
+    )
+    errors, outs = jax.tree_util.tree_unflatten(out_tree, outs)
+    return jax_api.any_error(errors), outs
+
+
+jax_api.register_checkify_rule(map_p, _map_checkify)
 jax_api.register_map_rules(
     map_p,
     jvp=_map_jvp,

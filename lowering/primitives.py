@@ -19,11 +19,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 from pmapc import collectives, dialect, hlo, ir, shapes
 from pmapc.collectives import Collective
-from pmapc.errors import ArgumentError, AxisError, PmapcError, SourceLoc
+from pmapc.errors import ArgumentError, AxisError, PmapcError, SourceLoc, UnsupportedError
 from pmapc.lowering import jax_api
 from pmapc.passes.rewriter import unobserved
 
@@ -52,11 +54,12 @@ def bind_map(operands, *, jaxpr, axis_name, axis_size, in_axes, out_axes, name, 
 
 
 def _map_abstract_eval(*avals, jaxpr, axis_name, axis_size, in_axes, out_axes, name, mesh):
+    """The stacked results, and the body's effects (a map that only prints is kept)."""
     outs = []
     for aval, out_axis in zip(jaxpr.out_avals, out_axes):
         shape = shapes.mapped_result_shape(aval.shape, out_axis, axis_size, axis_name)
         outs.append(jax_api.ShapedArray(shape, aval.dtype, weak_type=aval.weak_type))
-    return outs
+    return outs, jax_api.map_effects(jaxpr, axis_name)
 
 
 def _map_lowering(ctx, *operands, mesh, **params):
@@ -71,7 +74,7 @@ def _map_lowering(ctx, *operands, mesh, **params):
     return embed.lower_outermost(ctx, operands, mesh=mesh, **params)
 
 
-map_p.def_abstract_eval(_map_abstract_eval)
+map_p.def_effectful_abstract_eval(_map_abstract_eval)
 map_p.def_impl(jax_api.compiled_impl(map_p))
 jax_api.register_lowering(map_p, _map_lowering)
 
@@ -81,7 +84,10 @@ jax_api.register_lowering(map_p, _map_lowering)
 
 
 def _map_to_pmapc_ir(ctx, *operands, jaxpr, axis_name, axis_size, in_axes, out_axes, name, mesh):
-    callee = jax_api.lower_body(ctx, name, jaxpr)
+    # The body's axis is bound while it lowers: rules written as JAX functions of
+    # collectives (pbroadcast's) name it.
+    with jax_api.axis_env(axis_name, axis_size):
+        callee = jax_api.lower_body(ctx, name, jaxpr)
     result_types = [jax_api.ir_type_of(ctx, aval) for aval in ctx.avals_out]
     attributes = {
         "call_target_name": ir.string_attr(dialect.MAP_TARGET),
@@ -157,32 +163,116 @@ def _identity_rule(ctx, *operands, **params):
     return operands
 
 
+def _broadcast_from(x, source, axis_name):
+    """`x` of the device at index `source` of the axes, on each of them: a psum of
+    `x` kept on the source alone (XLA:CPU has no collective-broadcast)."""
+    here = lax.axis_index(axis_name) == source
+    if x.dtype == np.bool_:
+        return lax.psum(jnp.where(here, x, False).astype(np.int32), axis_name).astype(np.bool_)
+    return lax.psum(jnp.where(here, x, jnp.zeros_like(x)), axis_name)
+
+
+def _pbroadcast(x, *, axis_name, source):
+    return _broadcast_from(x, source, axis_name)
+
+
+def _pbroadcast_dynamic(x, source, *, axis_name):
+    return _broadcast_from(x, source, axis_name)
+
+
+def _start_rule(rule):
+    """The rule of an asynchronous collective's start: the synchronous collective,
+    whose value its done (an identity) hands on."""
+
+    def start(ctx, *operands, **params):
+        avals_out = [jax_api.future_value(aval) for aval in ctx.avals_out]
+        return rule(ctx.replace(avals_out=avals_out), *operands, **params)
+
+    return start
+
+
 def pmapc_ir_rules() -> list[tuple[jax_api.Primitive, Callable[..., Any]]]:
     """(primitive, rule) pairs that lower a traced program to pmapc IR.
 
-    Maps become `@pmapc.map`, collectives `@pmapc.<kind>`; primitives that only
-    mark how values vary or are laid out are identities.
+    Maps become `@pmapc.map`, collectives `@pmapc.<kind>` (their asynchronous forms
+    the synchronous op), `pbroadcast` a psum of a select; primitives that only mark
+    how values vary or are laid out are identities.
     """
-    rules: list[tuple[jax_api.Primitive, Callable[..., Any]]] = [(map_p, _map_to_pmapc_ir)]
-    rules.extend(
-        (jax_api.collective_primitive(collective), _collective_rule(collective))
-        for collective in collectives.ALL
+    rules: dict[jax_api.Primitive, Callable[..., Any]] = {map_p: _map_to_pmapc_ir}
+    for collective in collectives.ALL:
+        rules[jax_api.collective_primitive(collective)] = _collective_rule(collective)
+    for invariant, collective in jax_api.invariant_collectives().items():
+        rules[invariant] = rules[jax_api.collective_primitive(collective)]
+    rules[jax_api.PBROADCAST] = jax_api.lower_fun(_pbroadcast, multiple_results=False)
+    if jax_api.PBROADCAST_DYNAMIC is not None:
+        rules[jax_api.PBROADCAST_DYNAMIC] = jax_api.lower_fun(
+            _pbroadcast_dynamic, multiple_results=False
+        )
+    starts, dones = jax_api.async_collectives()
+    rules.update(
+        (start, _start_rule(rules[sync])) for start, sync in starts.items() if sync in rules
     )
-    rules.extend((p, _identity_rule) for p in jax_api.IDENTITY_PRIMITIVES)
-    return rules
+    rules.update((p, _identity_rule) for p in (*dones, *jax_api.IDENTITY_PRIMITIVES))
+    return list(rules.items())
 
 
-def check_supported(jaxpr) -> None:
-    """Refuse primitives pmapc cannot lower (in `jaxpr` and the jaxprs inside it),
-    at the user's line that used them."""
+def lowered_primitives() -> frozenset:
+    """The primitives pmapc lowers to pmapc IR itself."""
+    return frozenset(p for p, _ in pmapc_ir_rules())
+
+
+# What to write instead of a named-axis primitive pmapc does not lower, by name.
+_ALTERNATIVES = {
+    "ragged_all_to_all": (
+        "XLA:CPU cannot run ragged-all-to-all and pmapc does not lower it; pad each "
+        "device's chunks to one size and use jax.lax.all_to_all"
+    ),
+    "psend": "use jax.lax.ppermute, which sends and receives in one op",
+    "precv": "use jax.lax.ppermute, which sends and receives in one op",
+}
+_COLLECTIVES_PMAPC_LOWERS = (
+    "use psum, pmean, pmax, pmin, all_gather, psum_scatter, all_to_all, ppermute, "
+    "pbroadcast or axis_index, which pmapc lowers"
+)
+
+
+def check_supported(jaxpr, bound_axes) -> None:
+    """Refuse what pmapc cannot lower in a map body `jaxpr` (and the jaxprs inside it)
+    whose enclosing maps bind `bound_axes`, at the user's line that used it: a
+    primitive that names a bound axis and has no pmapc rule, and a `jax.pmap` or
+    `jax.shard_map`, which run on devices of their own."""
+    lowered = lowered_primitives()
+    _check_equations(jaxpr, frozenset(bound_axes), lowered)
+
+
+def _check_equations(jaxpr, bound_axes: frozenset, lowered: frozenset) -> None:
     for eqn in jaxpr.eqns:
-        advice = jax_api.UNSUPPORTED_PRIMITIVES.get(eqn.primitive)
-        if advice is not None:
-            error = PmapcError(f"'{eqn.primitive.name}' is not supported by pmapc yet; {advice}")
+        if eqn.primitive is map_p:
+            continue  # a nested map's body was checked when it was traced
+        error = _refusal(eqn, bound_axes, lowered)
+        if error is not None:
             where = jax_api.user_line(eqn)
             raise error.at(SourceLoc(*where, 0)) if where is not None else error
         for inner in jax_api.jaxprs_in(eqn.params):
-            check_supported(inner)
+            _check_equations(inner, bound_axes, lowered)
+
+
+def _refusal(eqn, bound_axes: frozenset, lowered: frozenset) -> UnsupportedError | None:
+    if eqn.primitive is jax_api.SHARD_MAP:
+        return UnsupportedError(
+            "a jax.pmap (or jax.shard_map) inside a pmapc.pmap body runs on devices of its "
+            "own, which JAX 0.10 and later cannot nest in the map's; use pmapc.pmap for the "
+            "inner map as well"
+        )
+    if eqn.primitive in lowered:
+        return None
+    axes = [name for name in jax_api.named_axes(eqn.params) if name in bound_axes]
+    if not axes:
+        return None
+    named = ", ".join(f"'{dialect.axis_label(name)}'" for name in axes)
+    name = eqn.primitive.name
+    advice = _ALTERNATIVES.get(name, _COLLECTIVES_PMAPC_LOWERS)
+    return UnsupportedError(f"'{name}' over {named} is not supported inside pmapc.pmap; {advice}")
 
 
 def _flatten(values) -> list:

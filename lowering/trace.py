@@ -15,12 +15,20 @@ import math
 import re
 import threading
 from collections.abc import Callable, Hashable, Sequence
+from typing import NamedTuple
 
 import jax
 import numpy as np
 
 from pmapc import collectives, dialect, ir, shapes
-from pmapc.errors import ArgumentError, AxisError, PmapcError, ShapeError
+from pmapc.errors import (
+    ArgumentError,
+    AxisError,
+    PmapcError,
+    ShapeError,
+    SourceLoc,
+    UnsupportedError,
+)
 from pmapc.lowering import jax_api, jax_messages, placement, primitives
 
 
@@ -300,7 +308,10 @@ def trace_body(spec: MapSpec, call: MappedCall):
     axes = enclosing_axes()
     axes.append((spec.axis_name, call.axis_size))
     try:
-        closed = jax.make_jaxpr(flat_body, axis_env=[(spec.axis_name, call.axis_size)])(*body_avals)
+        with jax_api.tracing_map_body():
+            closed = jax.make_jaxpr(flat_body, axis_env=[(spec.axis_name, call.axis_size)])(
+                *body_avals
+            )
     except PmapcError:
         raise  # a nested map's error, already in pmapc's terms
     except NameError as error:
@@ -308,6 +319,11 @@ def trace_body(spec: MapSpec, call: MappedCall):
         if name is None:
             raise
         raise unbound_axis(name).with_traceback(error.__traceback__) from None
+    except (AssertionError, NotImplementedError) as error:
+        refused = unsupported_call(error)
+        if refused is None:
+            raise
+        raise refused.with_traceback(error.__traceback__) from None
     except (ValueError, TypeError) as error:
         if not jax_api.raised_by_collective(error.__traceback__):
             raise
@@ -317,7 +333,9 @@ def trace_body(spec: MapSpec, call: MappedCall):
         raise located.with_traceback(error.__traceback__) from None
     finally:
         axes.pop()
-    primitives.check_supported(closed.jaxpr)
+    check_effects(spec, closed.jaxpr)
+    bound = [name for name, _ in enclosing_axes()] + [spec.axis_name]
+    primitives.check_supported(closed.jaxpr, bound)
     out_tree = output["tree"]
     outs = jax.tree_util.tree_unflatten(out_tree, list(closed.out_avals))
     out_axes = broadcast_prefix(
@@ -332,6 +350,59 @@ def trace_body(spec: MapSpec, call: MappedCall):
         for axis, aval in zip(out_axes, closed.out_avals)
     ]
     return closed, out_tree, out_axes
+
+
+def unsupported_call(error: Exception) -> UnsupportedError | None:
+    """pmapc's error for a `jax.lax` collective JAX could not trace inside a map (an
+    internal assertion, or a form JAX leaves unimplemented), at the user's line."""
+    called = jax_api.called_collective(error.__traceback__)
+    if called is None:
+        return None
+    function, where = called
+    refused = UnsupportedError(
+        f"jax.lax.{function} cannot be traced inside pmapc.pmap with JAX "
+        f"{jax.__version__} ({type(error).__name__} in JAX); {UNSUPPORTED_ADVICE}"
+    )
+    return refused.at(SourceLoc(*where, 0)) if where is not None else refused
+
+
+# What to write instead of a collective JAX cannot trace in a map body.
+UNSUPPORTED_ADVICE = (
+    "inside pmapc.pmap every value is per device, so a pcast or pvary is not needed and "
+    "all_gather needs no to=; for others use psum, pmean, pmax, pmin, all_gather, "
+    "psum_scatter, all_to_all, ppermute, pbroadcast or axis_index"
+)
+
+
+def check_effects(spec: MapSpec, jaxpr) -> None:
+    """Refuse effects that must happen in program order (as JAX 0.4.30's pmap did):
+    the devices of a map run at once, so their calls have no one order."""
+    if not jax_api.ordered_effects(jaxpr):
+        return
+    error = UnsupportedError(
+        jax_messages.explained(
+            jax_messages.ordered_effects(),
+            f"pmapc.pmap over '{spec.axis_name}': io_callback(ordered=True) and "
+            "jax.debug.print(ordered=True) keep their calls in program order, which the "
+            "devices of a map, running at once, cannot; pass ordered=False (each device "
+            "then calls once, in no set order)",
+        )
+    )
+    where = jax_api.user_line(_ordered_equation(jaxpr))
+    raise error.at(SourceLoc(*where, 0)) if where is not None else error
+
+
+def _ordered_equation(jaxpr):
+    """The first equation of `jaxpr` (or of a jaxpr inside it) with an ordered effect,
+    inside the innermost jaxpr that has one."""
+    for eqn in jaxpr.eqns:
+        if not jax_api.ordered_effects(eqn):
+            continue
+        for inner in jax_api.jaxprs_in(eqn.params):
+            if jax_api.ordered_effects(inner):
+                return _ordered_equation(inner)
+        return eqn
+    raise AssertionError("no equation has the jaxpr's ordered effect")
 
 
 def bind(spec: MapSpec, call: MappedCall, *, devices=None, backend=None, outermost: bool = False):
@@ -359,13 +430,21 @@ def bind(spec: MapSpec, call: MappedCall, *, devices=None, backend=None, outermo
     return outs, out_tree
 
 
-def pmapc_ir(traced, name: str) -> ir.Module:
+class PmapcIR(NamedTuple):
+    """A traced function's pmapc IR, and the Python functions its host-callback ops
+    call (`dialect.host_callback_index` is a position in `host_callbacks`)."""
+
+    module: ir.Module
+    host_callbacks: tuple
+
+
+def pmapc_ir(traced, name: str) -> PmapcIR:
     """The pmapc IR of a traced function (a `jax.jit(...).trace(...)` result)."""
     params = jax_api.lowering_parameters(primitives.pmapc_ir_rules())
-    lowered = jax_api.stablehlo_module(traced.lower(_private_parameters=params))
-    module = ir.copy_into(lowered, ir.make_context())
+    lowered = traced.lower(_private_parameters=params)
+    module = ir.copy_into(jax_api.stablehlo_module(lowered), ir.make_context())
     clean_module(module, name)
-    return module
+    return PmapcIR(module, jax_api.host_callbacks(lowered))
 
 
 def symbol_name(name: str) -> str:
@@ -420,7 +499,8 @@ def clean_module(module, name: str) -> None:
     Drops what `jax.jit` adds that pmapc IR does not use (replica counts,
     sharding attributes; the Shardy mesh and the sharding constraints it puts on
     @main's typed PRNG key arguments, which keep a key's data whole for JAX's
-    partitioner), keeps the names of @main's arguments (their
+    partitioner; the one-device sharding of host callbacks, which run on every
+    device of a map as every other op of its body), keeps the names of @main's arguments (their
     locations) and results (`jax.result_info`) and names the module after the
     user's function.
     """
@@ -435,4 +515,4 @@ def clean_module(module, name: str) -> None:
             ir.keep_arg_attrs(function, "arg", ())
             ir.keep_arg_attrs(function, "res", (RESULT_INFO,) if symbol == "main" else ())
         ir.drop_sharding_constraints(ir.function_entry_block(functions["main"]))
-        ir.drop_meshes(module)
+        ir.drop_meshes(module, dialect.host_callbacks_of(module))

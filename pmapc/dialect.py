@@ -97,6 +97,48 @@ def is_pmapc_op(op: ir.Operation) -> bool:
     return is_pmapc_target(target_of(op))
 
 
+# The targets JAX gives the custom_calls of host callbacks (`jax.debug.print`,
+# `jax.debug.callback`, `pure_callback`, `io_callback`) on CPU and GPU: XLA calls
+# the Python function at position `index` of the `mhlo.backend_config` dict in the
+# callbacks the executable was compiled with, so such a module runs only in the
+# process that traced it. They run per device, as every op of a flattened program.
+HOST_CALLBACK_TARGETS = frozenset(
+    f"xla_ffi{partitioned}_python_{device}_callback"
+    for partitioned in ("", "_partitioned")
+    for device in ("cpu", "gpu")
+)
+HOST_CALLBACK_CONFIG = "mhlo.backend_config"
+
+
+def is_host_callback(op: ir.Operation) -> bool:
+    return target_of(op) in HOST_CALLBACK_TARGETS
+
+
+def host_callback_index(op: ir.Operation) -> int | None:
+    """The position of a host callback's Python function among the module's callbacks."""
+    attributes = op.attributes
+    if HOST_CALLBACK_CONFIG not in attributes:
+        return None
+    config = ir.as_dict(attributes[HOST_CALLBACK_CONFIG]) or {}
+    return ir.as_int(config["index"]) if "index" in config else None
+
+
+def set_host_callback_index(op: ir.Operation, index: int) -> None:
+    config = ir.as_dict(op.attributes[HOST_CALLBACK_CONFIG]) or {}
+    config["index"] = ir.uint64_attr(index)
+    op.attributes[HOST_CALLBACK_CONFIG] = ir.dict_attr(config)
+
+
+def host_callbacks_of(module: ir.Module) -> list[ir.Operation]:
+    """The host-callback ops of a module, in every function."""
+    return [
+        op
+        for function in ir.functions(module).values()
+        for op in ir.walk_custom_calls(function)
+        if is_host_callback(op)
+    ]
+
+
 def is_map(op: ir.Operation) -> bool:
     return target_of(op) == MAP_TARGET
 

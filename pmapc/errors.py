@@ -116,6 +116,11 @@ class DeviceError(PmapcError, ValueError):
     """The devices available or requested do not fit the mesh."""
 
 
+class UnsupportedError(PmapcError, ValueError):
+    """The program uses a JAX feature pmapc does not run inside a map (the message
+    names it and what to write instead)."""
+
+
 class PipelineError(PmapcError):
     """A pass pipeline string is malformed or names an unknown pass."""
 

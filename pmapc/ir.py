@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import io
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple, cast
 
 import jaxlib.version
@@ -291,6 +291,10 @@ def i64_attr(value: int) -> ir.Attribute:
 
 def i32_attr(value: int) -> ir.Attribute:
     return ir.IntegerAttr.get(i32_type(), int(value))
+
+
+def uint64_attr(value: int) -> ir.Attribute:
+    return ir.IntegerAttr.get(ir.IntegerType.get_unsigned(64), int(value))
 
 
 def bool_attr(value: bool) -> ir.Attribute:
@@ -637,8 +641,15 @@ def drop_sharding_constraints(block: ir.Block) -> None:
             op.erase()
 
 
-def drop_meshes(module: ir.Module) -> None:
-    """Erase the module's `sdy.mesh` symbols."""
+SDY_SHARDING = "sdy.sharding"
+
+
+def drop_meshes(module: ir.Module, ops: Iterable[ir.Operation] = ()) -> None:
+    """Erase the module's `sdy.mesh` symbols, and the Shardy sharding of each of
+    `ops` (which may name them)."""
+    for op in ops:
+        if SDY_SHARDING in op.attributes:
+            del op.attributes[SDY_SHARDING]
     for op in [op.operation for op in module.body.operations]:
         if op.name == "sdy.mesh":
             op.erase()

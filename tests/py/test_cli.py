@@ -132,9 +132,11 @@ def compiled_forms(monkeypatch) -> list[str]:
     for form, name in (("partitions", "compile_partitioned"), ("replicas", "compile_replicated")):
         original = getattr(xla, name)
 
-        def record(module, devices, compiler_options=None, form=form, original=original):
+        def record(
+            module, devices, compiler_options=None, host_callbacks=(), form=form, original=original
+        ):
             forms.append(form)
-            return original(module, devices, compiler_options)
+            return original(module, devices, compiler_options, host_callbacks)
 
         monkeypatch.setattr(xla, name, record)
     return forms

@@ -1,0 +1,166 @@
+"""Every named-axis primitive of the JAX in use, inside nested maps: lowered where it
+has a meaning in a nest (each against numpy or nested `jax.vmap`), refused with a
+typed pmapc error at the user's line otherwise, never an internal error of JAX or
+pmapc. A leftover `jax.pmap` in a body is refused the same way.
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+from oracle import assert_tree_equal, nest, vmap_mapper
+
+import pmapc
+from pmapc.errors import UnsupportedError
+from pmapc.lowering import jax_api, primitives
+
+GRID = np.arange(2 * 4 * 3, dtype=np.float32).reshape(2, 4, 3)
+AXES = ["data", "model"]
+
+
+def run(body, x=GRID):
+    return np.asarray(nest(pmapc.pmap, body, AXES)(x))
+
+
+def from_device(model_index):
+    """What a broadcast from index `model_index` of 'model' gives every device."""
+    return np.broadcast_to(GRID[:, model_index : model_index + 1], GRID.shape)
+
+
+@pytest.mark.parametrize("axis_name", ["model", ("model",)], ids=["name", "tuple"])
+def test_pbroadcast_from_a_static_source(axis_name):
+    assert_tree_equal(run(lambda y: lax.pbroadcast(y, axis_name, 2)), from_device(2))
+
+
+def test_pbroadcast_over_both_axes():
+    got = run(lambda y: lax.pbroadcast(y, ("data", "model"), 5))
+    assert_tree_equal(got, np.broadcast_to(GRID[1, 1], GRID.shape))
+
+
+def test_pbroadcast_of_integers_and_bools():
+    ints = GRID.astype(np.int32)
+    assert_tree_equal(
+        run(lambda y: lax.pbroadcast(y, "model", 3), ints), from_device(3).astype(np.int32)
+    )
+    odd = (GRID % 2).astype(bool)
+    got = run(lambda y: lax.pbroadcast(y, "model", 1), odd)
+    assert_tree_equal(got, np.broadcast_to(odd[:, 1:2], odd.shape))
+
+
+@pytest.mark.skipif(not hasattr(lax, "psum_scatter_start"), reason="JAX 0.12 pbroadcast")
+def test_pbroadcast_from_a_traced_source():
+    got = run(lambda y: lax.pbroadcast(y, "model", lax.axis_index("data") + 1))
+    want = np.stack([from_device(1)[0], from_device(2)[1]])
+    assert_tree_equal(got, want)
+
+
+@pytest.mark.skipif(not hasattr(lax, "psum_scatter_start"), reason="added in JAX 0.12")
+def test_psum_scatter_start_done_is_psum_scatter():
+    def program(mapper):
+        def body(y):
+            tiled = jnp.tile(y, 4)
+            if mapper is pmapc.pmap:
+                return lax.psum_scatter_start(tiled, "model", tiled=True).done()
+            return lax.psum_scatter(tiled, "model", tiled=True)
+
+        return nest(mapper, body, AXES)
+
+    assert_tree_equal(np.asarray(program(pmapc.pmap)(GRID)), program(vmap_mapper)(GRID))
+
+
+def test_all_gather_to_invarying():
+    if "to" not in inspect.signature(lax.all_gather).parameters:
+        pytest.skip("all_gather has no to= in this JAX")
+    body = lambda y: lax.all_gather(y, "model", to="invarying")  # noqa: E731
+    if jax_api.JAX_VERSION < (0, 11, 0):
+        # JAX 0.10's tracer asserts on it outside shard_map; pmapc says what to write.
+        with pytest.raises(UnsupportedError, match="all_gather needs no to=") as raised:
+            run(body)
+        assert raised.value.location.file == __file__
+        return
+    want = nest(vmap_mapper, lambda y: lax.all_gather(y, "model"), AXES)(GRID)
+    assert_tree_equal(run(body), want)
+
+
+def ragged_all_to_all(y):
+    sizes = jnp.ones(4, jnp.int32)
+    offsets = jnp.arange(4, dtype=jnp.int32)
+    return lax.ragged_all_to_all(
+        jnp.tile(y, 2)[:4], jnp.zeros(4), offsets, sizes, offsets, sizes, axis_name="model"
+    )
+
+
+REFUSED = {
+    "pcast": (lambda y: lax.pcast(y, "model", to="varying"), "pcast or pvary is not needed"),
+    "ragged_all_to_all": (ragged_all_to_all, "use jax.lax.all_to_all"),
+    "jax.pmap": (
+        lambda y: jax.pmap(lambda v: lax.psum(v, "z"), axis_name="z")(y.reshape(3, 1)),
+        "use pmapc.pmap for the inner map",
+    ),
+}
+if jax_api.JAX_VERSION >= (0, 12, 0):
+    REFUSED["psum_scatter_start untiled"] = (
+        lambda y: lax.psum_scatter_start(jnp.tile(y, 4).reshape(4, 3), "model").done(),
+        "psum_scatter",
+    )
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_refused_at_the_users_line(name):
+    body, advice = REFUSED[name]
+    with pytest.raises(UnsupportedError, match=advice) as raised:
+        run(body)
+    assert raised.value.location is not None
+    assert raised.value.location.file == __file__
+
+
+def test_jax_pmap_outside_maps_is_jax_s():
+    x = np.arange(8.0, dtype=np.float32)
+    result = jax.pmap(lambda v: lax.psum(v, "i"), axis_name="i")(x)
+    np.testing.assert_array_equal(np.asarray(result), np.full(8, x.sum(), np.float32))
+
+
+@pytest.mark.skipif(not hasattr(jax.sharding, "no_collectives"), reason="added in JAX 0.12")
+def test_no_collectives_keeps_working_around_and_inside_maps():
+    """Collectives over the other axes run; one over a forbidden axis gets JAX's error."""
+
+    def body(axis):
+        def forbid_model(y):
+            with jax.sharding.no_collectives(frozenset({"model"})):
+                return lax.psum(y, axis) + 1
+
+        return forbid_model
+
+    with jax.sharding.no_collectives(frozenset({"model"})):
+        got = run(body("data"))
+    assert_tree_equal(got, GRID.sum(axis=0, keepdims=True).repeat(2, axis=0) + 1)
+    with pytest.raises(Exception, match="forbidden by `no_collectives`") as raised:
+        run(body("model"))
+    assert type(raised.value).__name__ == "ForbiddenCollectiveError"
+
+
+def test_every_named_axis_primitive_is_lowered_or_refused():
+    """Each primitive of JAX's collectives module, in an equation over a bound axis:
+    pmapc lowers it, or refuses it with its name (not an internal error)."""
+    lowered = primitives.lowered_primitives()
+    refused = []
+    for primitive in jax_api.named_axis_primitives():
+        if primitive in lowered:
+            continue
+        for key in ("axes", "axis_name"):
+            eqn = types.SimpleNamespace(
+                primitive=primitive,
+                params={key: ("model",)},
+                source_info=jax_api.current_source_info(),
+            )
+            with pytest.raises(UnsupportedError, match=f"'{primitive.name}' over 'model'"):
+                primitives.check_supported(types.SimpleNamespace(eqns=[eqn]), ["model"])
+        refused.append(primitive.name)
+    assert "psum" not in refused and "all_gather" not in refused
+    assert "ragged_all_to_all" in refused
