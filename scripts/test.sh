@@ -51,13 +51,14 @@ find_newest_python() {
     return 1
 }
 
-# make_venv DIR PYTHON PIP_ARGS...: DIR with pmapc and its test tools installed.
+# make_venv DIR PYTHON PIP_ARGS...: DIR with pmapc, its test tools and the libraries the
+# tests run on it (Flax, Optax: the extras test and libs) installed.
 make_venv() {
     local venv=$1 python=$2
     shift 2
     [ -x "$venv/bin/python" ] || "$python" -m venv "$venv" || return 1
     "$venv/bin/python" -m pip install --quiet --upgrade pip >/dev/null 2>&1
-    "$venv/bin/python" -m pip install --quiet "$@" -e '.[test]'
+    "$venv/bin/python" -m pip install --quiet "$@" -e '.[test,libs]'
 }
 
 # run_checks DIR [PYTEST_ARGS...]: ruff, basedpyright, pytest and lit with DIR's tools.
