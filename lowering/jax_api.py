@@ -536,13 +536,13 @@ def register_checkify_rule(primitive, rule) -> None:
     takes_context = hasattr(_checkify, "CheckifyContext")
 
     def checkify_rule(*args, **params):
-        context, (error, enabled_errors, *vals) = (
-            (args[0], args[1:]) if takes_context else (None, args)
+        leading, (error, enabled_errors, *vals) = (
+            (args[:1], args[1:]) if takes_context else ((), args)
         )
 
         def checkify_body(jaxpr, err_tree, *avals):
-            leading = (context,) if takes_context else ()
-            checked, out_tree, _ = _checkify.jaxpr_to_checkify_jaxpr(
+            to_checkify_jaxpr: Callable[..., Any] = _checkify.jaxpr_to_checkify_jaxpr
+            checked, out_tree, _ = to_checkify_jaxpr(
                 *leading, jaxpr, enabled_errors, err_tree, *avals
             )
             return checked, out_tree

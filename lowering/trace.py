@@ -352,7 +352,7 @@ def trace_body(spec: MapSpec, call: MappedCall):
     return closed, out_tree, out_axes
 
 
-def unsupported_call(error: Exception) -> UnsupportedError | None:
+def unsupported_call(error: Exception) -> PmapcError | None:
     """pmapc's error for a `jax.lax` collective JAX could not trace inside a map (an
     internal assertion, or a form JAX leaves unimplemented), at the user's line."""
     called = jax_api.called_collective(error.__traceback__)
