@@ -16,6 +16,7 @@ from pmapc.errors import (
     PipelineError,
     PmapcError,
     ShapeError,
+    UnsupportedError,
 )
 from pmapc.stages import Compiled, Lowered
 
@@ -30,6 +31,7 @@ __all__ = [
     "PipelineError",
     "PmapcError",
     "ShapeError",
+    "UnsupportedError",
     "lower",
     "pmap",
     "use_host_devices",
