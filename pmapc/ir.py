@@ -644,6 +644,11 @@ def drop_sharding_constraints(block: ir.Block) -> None:
 SDY_SHARDING = "sdy.sharding"
 
 
+def has_meshes(module: ir.Module) -> bool:
+    """Whether the module has `sdy.mesh` symbols (a scan of its top level only)."""
+    return any(op.operation.name == "sdy.mesh" for op in module.body.operations)
+
+
 def drop_meshes(module: ir.Module, ops: Iterable[ir.Operation] = ()) -> None:
     """Erase the module's `sdy.mesh` symbols, and the Shardy sharding of each of
     `ops` (which may name them)."""
