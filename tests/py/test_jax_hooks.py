@@ -241,3 +241,68 @@ def test_key_data_wraps_back_into_keys_of_the_same_implementation():
     again = jax_api.wrap_key_data(jax.random.key_data(keys), keys.dtype)
     assert again.dtype == keys.dtype
     np.testing.assert_array_equal(jax.random.key_data(again), jax.random.key_data(keys))
+
+
+# -- JAX inside a map -------------------------------------------------------------
+
+
+def test_host_callbacks_of_a_lowering_are_the_ones_its_ops_index():
+    def f(x):
+        jax.debug.callback(lambda v: None, x)
+        return jax.pure_callback(np.sin, jax.ShapeDtypeStruct(x.shape, x.dtype), x)
+
+    lowered = jax.jit(f).trace(np.ones(3, np.float32)).lower()
+    callbacks = jax_api.host_callbacks(lowered)
+    assert len(callbacks) == 2 and all(callable(c) for c in callbacks)
+
+
+def test_ordered_effects_are_told_from_unordered_ones():
+    def ordered(x):
+        jax.debug.print("{}", x, ordered=True)
+        return x
+
+    def unordered(x):
+        jax.debug.print("{}", x)
+        return x
+
+    x = np.ones(3, np.float32)
+    assert jax_api.ordered_effects(jax.make_jaxpr(ordered)(x).jaxpr)
+    assert not jax_api.ordered_effects(jax.make_jaxpr(unordered)(x).jaxpr)
+
+
+def test_checkify_finds_pmapcs_rule_for_the_map():
+    from jax._src import checkify as jax_checkify
+
+    from pmapc.lowering.primitives import map_p
+
+    assert map_p in jax_checkify.error_checks
+
+
+def test_async_collectives_pair_each_start_with_its_synchronous_primitive():
+    starts, dones = jax_api.async_collectives()
+    by_name = {start.name: sync.name for start, sync in starts.items()}
+    assert by_name["ppermute_start"] == "ppermute"
+    assert by_name["all_gather_start"] == "all_gather"
+    assert {p.name for p in dones} >= {"ppermute_done", "all_gather_done"}
+
+
+def test_invariant_collectives_are_found_by_their_primitives_names():
+    names = {p.name: c.kind for p, c in jax_api.invariant_collectives().items()}
+    assert names["psum_invariant"] == "psum"
+    assert names["all_gather_invariant"] == "all_gather"
+
+
+def test_pbroadcast_takes_an_axis_name_string_only_inside_map_bodies():
+    x = np.ones(3, np.float32)
+    with pytest.raises(NameError, match="unbound axis name: m"):
+        jax.make_jaxpr(lambda v: lax.pbroadcast(v, "model", 0), axis_env=[("model", 4)])(x)
+    with jax_api.tracing_map_body():
+        jaxpr = jax.make_jaxpr(lambda v: lax.pbroadcast(v, "model", 0), axis_env=[("model", 4)])(x)
+    assert [eqn.primitive for eqn in jaxpr.eqns] == [jax_api.PBROADCAST]
+
+
+def test_called_collective_names_the_function_and_the_users_line():
+    error = error_of(lambda x: lax.pcast(x, "i", to="varying"), np.ones(4, np.float32))
+    function, where = jax_api.called_collective(error.__traceback__)
+    assert function == "pcast"
+    assert where is not None and where[0] == THIS_FILE
