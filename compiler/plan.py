@@ -17,6 +17,10 @@ group size), for one execution, per device, the busiest device's:
 | all_gather, reduce_scatter, all_to_all | (n-1)/n S | (n-1)/n S |
 | collective_permute | S | S |
 
+Host callbacks (`jax.debug.print`, `pure_callback`, `io_callback`) are listed
+too, as `HostCall`s: each is a round-trip of every device to the Python process
+that traced the program, with the bytes it sends there and gets back.
+
 The minimum is the bandwidth lower bound of the collective's semantics over
 its groups (Chan et al., "Collective communication: theory, practice, and
 experience", 2007): what any algorithm must move per device. pmapc emits
@@ -113,15 +117,31 @@ def _ring_bytes(op: str, n: int, payload: int) -> float:
 
 
 @dataclasses.dataclass(frozen=True)
+class HostCall:
+    """One host callback: each device's round-trip to the Python process."""
+
+    target: str  # the custom_call's target, e.g. "xla_ffi_python_cpu_callback"
+    to_host: int  # bytes of its operands, per device
+    from_host: int  # bytes of its results, per device
+    executions: int  # per run of the program
+    loop_unknown: bool
+    location: SourceLoc | None
+
+
+@dataclasses.dataclass(frozen=True)
 class Plan:
-    """Every collective of one program, in program order, on its mesh."""
+    """Every collective of one program, in program order, on its mesh, and its host
+    callbacks."""
 
     mesh: Mesh
     steps: tuple[Step, ...]
+    host_calls: tuple[HostCall, ...] = ()
 
     def totals(self) -> dict[str, float]:
-        """Bytes per device per run: sent, received and the minimum, loops counted."""
+        """Bytes per device per run: sent, received and the minimum, loops counted;
+        and the host round-trips per run."""
         return {
+            "host round-trips": sum(call.executions for call in self.host_calls),
             "collectives": sum(step.executions for step in self.steps),
             "sent": sum(step.sent() * step.executions for step in self.steps),
             "received": sum(step.received() * step.executions for step in self.steps),
@@ -150,18 +170,20 @@ def plan_of(module: ir.Module) -> Plan:
     functions = ir.functions(module)
     names = axes_by_groups(mesh)
     meshes = hlo.meshes_of(module)
-    steps = [
-        _step(op, mesh, names, meshes, executions, unknown)
-        for op, executions, unknown in _collectives(functions, "main", 1, False, set())
-    ]
-    return Plan(mesh, tuple(steps))
+    steps, host_calls = [], []
+    for op, executions, unknown in _collectives(functions, "main", 1, False, set()):
+        if dialect.is_host_callback(op):
+            host_calls.append(_host_call(op, executions, unknown))
+        else:
+            steps.append(_step(op, mesh, names, meshes, executions, unknown))
+    return Plan(mesh, tuple(steps), tuple(host_calls))
 
 
 def _collectives(
     functions, name: str, executions: int, unknown: bool, active: set[str]
 ) -> Iterator[tuple[ir.Operation, int, bool]]:
     """(op, executions per run, in a loop of unknown trip count) for every collective
-    reachable from function `name`, in program order."""
+    and host callback reachable from function `name`, in program order."""
     if name in active or name not in functions:
         return
     active.add(name)
@@ -176,7 +198,7 @@ def _walk_ops(
         for block in region.blocks:
             for op in block.operations:
                 op = op.operation
-                if op.name in COLLECTIVE_OPS:
+                if op.name in COLLECTIVE_OPS or dialect.is_host_callback(op):
                     yield op, executions, unknown
                     continue  # a collective's regions are its reducer
                 if op.name == "func.call":
@@ -290,6 +312,17 @@ def _step(
     return Step(kind, axes, groups, payload, executions, unknown, ir.source_loc(op.location))
 
 
+def _host_call(op: ir.Operation, executions: int, unknown: bool) -> HostCall:
+    return HostCall(
+        dialect.target_of(op) or "",
+        sum(_bytes(v.type) for v in op.operands),
+        sum(_bytes(r.type) for r in op.results),
+        executions,
+        unknown,
+        ir.source_loc(op.location),
+    )
+
+
 def _bytes(type_) -> int:
     if not ir.is_ranked_tensor(type_):
         return 0
@@ -365,9 +398,25 @@ def format_table(plan: Plan) -> str:
         f"sent {format_bytes(totals['sent'])}, received {format_bytes(totals['received'])}, "
         f"minimum {format_bytes(totals['minimum'])} per device"
     )
-    if any(step.loop_unknown for step in plan.steps):
+    out.extend(_host_call_lines(plan))
+    if any(item.loop_unknown for item in (*plan.steps, *plan.host_calls)):
         out.append("?: inside a loop whose trip count is unknown, counted once")
     return "\n".join(out) + "\n"
+
+
+def _host_call_lines(plan: Plan) -> list[str]:
+    """One line per host callback, after the collectives (none without any)."""
+    if not plan.host_calls:
+        return []
+    runs = int(plan.totals()["host round-trips"])
+    lines = [f"host round-trips per run: {runs}, every device to the Python process"]
+    for call in plan.host_calls:
+        per_run = f"{call.executions}" + ("?" if call.loop_unknown else "")
+        lines.append(
+            f"  {_where(call.location)}: {per_run} per run, "
+            f"{format_bytes(call.to_host)} to the host, {format_bytes(call.from_host)} back"
+        )
+    return lines
 
 
 # ----------------------------------------------------------------------------

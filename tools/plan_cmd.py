@@ -4,7 +4,8 @@ IN is pmapc IR (the default pipeline runs first) or a lowered module in either
 target form. Prints one row per collective: its op, the mesh axes its groups
 are, groups x group size, how often a run executes it, the bytes the busiest
 device sends and receives, the bandwidth minimum, and the source line; then
-the totals per run (compiler/plan.py defines each number). `--picture` adds
+the totals per run (compiler/plan.py defines each number), and each host
+callback's round-trip to the Python process with its bytes. `--picture` adds
 the mesh as a grid per collective, a letter per group; `--svg FILE` writes
 the same picture as SVG.
 """

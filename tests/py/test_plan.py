@@ -12,6 +12,7 @@ import pathlib
 import sys
 import xml.etree.ElementTree as ElementTree
 
+import jax
 import numpy as np
 import pytest
 from jax import lax
@@ -144,6 +145,24 @@ def test_table_rows_and_totals():
     assert lines[4] == (
         "per run: 2 collectives, sent 160 B, received 160 B, minimum 160 B per device"
     )
+
+
+def test_host_callbacks_are_listed_as_round_trips():
+    def body(v):
+        jax.debug.callback(lambda value: None, v)  # 16 f32 to the host
+        total = lax.psum(v, "model")
+        shape = jax.ShapeDtypeStruct((), v.dtype)
+        return jax.pure_callback(lambda a: a[0], shape, total)  # 16 f32 there, 1 back
+
+    plan = pmapc.lower(nested_2x4(body), X).plan()
+    assert [step.op for step in plan.steps] == ["all_reduce"]
+    assert [(call.to_host, call.from_host) for call in plan.host_calls] == [(64, 0), (64, 4)]
+    assert plan.totals()["host round-trips"] == 2
+    lines = plan.table().splitlines()
+    assert lines[-3] == "host round-trips per run: 2, every device to the Python process"
+    assert lines[-2].endswith(": 1 per run, 64 B to the host, 0 B back")
+    assert lines[-1].endswith(": 1 per run, 64 B to the host, 4 B back")
+    assert lines[-1].strip().startswith("tests/py/test_plan.py:")
 
 
 def test_svg_has_one_cell_per_device_per_collective():
