@@ -299,8 +299,12 @@ class MappedFunction:
         if self.devices is not None:
             raise at_user_call_site(
                 DeviceError(
-                    f"devices= was given to the inner pmapc.pmap over '{self.spec.axis_name}'; "
-                    "only the outermost map chooses devices (pass devices= there)"
+                    jax_messages.explained(
+                        jax_messages.devices_on_inner_map(),
+                        "devices= was given to the inner pmapc.pmap over "
+                        f"'{self.spec.axis_name}'; only the outermost map chooses devices: "
+                        "pass devices= there",
+                    )
                 )
             )
         call = self._flatten(args, kwargs)

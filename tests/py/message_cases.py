@@ -9,11 +9,30 @@ the same builtin class with a message that starts as JAX 0.4.30's.
 
 from __future__ import annotations
 
+import jax
 import numpy as np
 from jax import lax
+from jax.experimental import io_callback
 
 X8 = np.ones((8, 3), np.float32)
 X4 = np.ones((4, 3), np.float32)
+X2X2 = np.ones((2, 2, 3), np.float32)
+X4X4 = np.ones((4, 4, 3), np.float32)
+
+
+def nest(pmap, outer_devices=None, inner_devices=None):
+    """A map of a map, each over its argument's leading axis, on the devices given."""
+    inner = pmap(lambda b: b, devices=inner_devices)
+    return pmap(lambda a: inner(a), devices=outer_devices)
+
+
+def ordered_io_callback(a):
+    return io_callback(lambda v: v, jax.ShapeDtypeStruct(a.shape, a.dtype), a, ordered=True)
+
+
+def ordered_print(a):
+    jax.debug.print("{}", a, ordered=True)
+    return a
 
 
 def cases(pmap, devices) -> dict:
@@ -33,6 +52,11 @@ def cases(pmap, devices) -> dict:
         "more devices than there are": lambda: pmap(lambda a: a)(np.ones((16, 3), np.float32)),
         "devices= fewer than the axis": lambda: pmap(lambda a: a, devices=devices[:4])(X8),
         "devices= empty": lambda: pmap(lambda a: a, devices=[])(X8),
+        "a nest needing more devices than there are": lambda: nest(pmap)(X4X4),
+        "devices= fewer than a nest needs": lambda: nest(pmap, outer_devices=devices[:2])(X2X2),
+        "devices= on an inner map": lambda: nest(pmap, inner_devices=devices[:2])(X2X2),
+        "ordered io_callback": lambda: pmap(ordered_io_callback)(X8),
+        "ordered debug print": lambda: pmap(ordered_print)(X8),
         "non-hashable static argument": lambda: pmap(lambda a, s: a, static_broadcasted_argnums=1)(
             X8, np.ones(3)
         ),

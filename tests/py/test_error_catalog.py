@@ -177,6 +177,18 @@ def test_devices_count_not_matching_mesh():
     raises_at_call(pmapc.DeviceError, lambda: f(X), "needs 2 devices", "lists 3")
 
 
+def test_devices_count_not_matching_a_nest():
+    inner = pmapc.pmap(lambda y: y, axis_name="model")
+    f = pmapc.pmap(lambda v: inner(v), axis_name="data", devices=jax.devices()[:2])
+    raises_at_call(
+        pmapc.DeviceError,
+        lambda: f(X),
+        "requires 8 local devices to run due to nested pmapped",
+        "needs 8 devices",
+        "lists 2",
+    )
+
+
 def test_devices_on_an_inner_map():
     inner = pmapc.pmap(lambda y: y, axis_name="model", devices=jax.devices()[:4])
 
@@ -188,6 +200,7 @@ def test_devices_on_an_inner_map():
         pmapc.DeviceError,
         lambda: pmapc.pmap(outer, axis_name="data")(X),
         line,
+        "Nested pmap with explicit devices argument.",
         "only the outermost map chooses devices",
     )
 
@@ -229,16 +242,21 @@ def test_a_warm_call_refuses_what_a_first_call_refuses(settings, good, bad, erro
     raises_at_call(error_type, lambda: f(*bad), keyword)
 
 
+def ragged_all_to_all(y):
+    sizes = jax.numpy.ones(4, np.int32)
+    offsets = jax.numpy.arange(4, dtype=np.int32)
+    return jax.lax.ragged_all_to_all(y, y, offsets, sizes, offsets, sizes, axis_name="model")
+
+
 def test_unsupported_collective_is_refused_at_its_line():
-    # pbroadcast is a real collective in JAX 0.10, not a marker: never an identity.
-    body = lambda y: jax.lax.pbroadcast(y, ("model",), 2)  # noqa: E731
-    line = inspect.getsourcelines(test_unsupported_collective_is_refused_at_its_line)[1] + 2
+    # A real collective (XLA:CPU cannot run it), not a marker: never an identity.
+    line = inspect.getsourcelines(ragged_all_to_all)[1] + 3
     raises_at_line(
-        pmapc.PmapcError,
-        lambda: nest(body)(X),
+        pmapc.UnsupportedError,
+        lambda: nest(ragged_all_to_all)(X),
         line,
-        "'pbroadcast' is not supported by pmapc yet",
-        "axis_index(axis) == source",
+        "'ragged_all_to_all' over 'model' is not supported inside pmapc.pmap",
+        "use jax.lax.all_to_all",
     )
 
 
