@@ -104,6 +104,12 @@ REFUSED = {
         "use pmapc.pmap for the inner map",
     ),
 }
+if hasattr(lax, "psend"):  # deprecated in 0.12
+    REFUSED["psend"] = (lambda y: lax.psend(y, "model", [(0, 1)]), "use jax.lax.ppermute")
+    REFUSED["precv"] = (
+        lambda y: lax.precv(y, jax.ShapeDtypeStruct(y.shape, y.dtype), "model", [(0, 1)]),
+        "use jax.lax.ppermute",
+    )
 if jax_api.JAX_VERSION >= (0, 12, 0):
     REFUSED["psum_scatter_start untiled"] = (
         lambda y: lax.psum_scatter_start(jnp.tile(y, 4).reshape(4, 3), "model").done(),
