@@ -9,7 +9,8 @@ pmapc runs on every JAX from 0.10.2 to 0.12 (pyproject.toml); where the two ends
 differ, the choice is made here, from JAX's public modules where the running
 release exports a name (`jax.extend.core`, `jax.interpreters.*`) and from the
 private ones otherwise. Each hook on JAX's implementation (frames read for
-messages, the all_to_all transpose rule, the jit inlining mode) has a test in
+messages, pmapc's directories among the frames JAX's traceback filtering hides,
+the all_to_all transpose rule, the jit inlining mode) has a test in
 tests/py/test_jax_hooks.py that fails on a release where it stops working.
 """
 
@@ -21,7 +22,7 @@ import functools
 import os
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import jax
 import jax.extend.core
@@ -33,6 +34,7 @@ from jax._src import effects as _effects
 from jax._src import pjit as _pjit
 from jax._src import shard_map as _shard_map
 from jax._src import source_info_util as _source_info
+from jax._src import traceback_util as _traceback_util
 from jax._src import tree_util as _tree_util
 from jax._src.array import ArrayImpl as _ArrayImpl
 from jax._src.interpreters import ad as _ad
@@ -50,6 +52,8 @@ from pmapc import collectives, ir
 from pmapc.collectives import Collective
 
 __all__ = ["Primitive"]
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 # The JAX release running, for the internals that moved between the releases
 # pyproject.toml admits; each use says what changed and when.
@@ -300,6 +304,28 @@ def hide_from_locations(*modules) -> None:
         _source_info.register_exclusion(os.path.dirname(module.__file__) + os.sep)
 
 
+def hide_from_tracebacks(*packages) -> None:
+    """Leave the frames of `packages`' files out of the tracebacks of errors that
+    leave a JAX or pmapc API call, as JAX leaves out its own (JAX's traceback
+    filtering: its note "JAX has removed its internal frames" then covers them, and
+    `JAX_TRACEBACK_FILTERING=off` shows them again).
+
+    Each package's directories are registered, as installed (an editable install
+    maps pmapc's subpackages to directories of their own).
+    """
+    for package in packages:
+        for directory in package.__path__:
+            _traceback_util.register_exclusion(os.path.join(os.path.abspath(directory), ""))
+
+
+def api_boundary(function: _F) -> _F:
+    """`function` as an entry point of pmapc's API: an error leaving it has the
+    frames `hide_from_tracebacks` hides (and JAX's) filtered from its traceback, as
+    an error leaving `jax.jit` has; an entry point called inside another (or
+    inside a JAX transformation) leaves the filtering to the outermost."""
+    return _traceback_util.api_boundary(function)
+
+
 def is_user_file(filename: str) -> bool:
     """Whether a frame in `filename` is the user's (not JAX's, pmapc's or Python's)."""
     return _source_info.is_user_filename(filename) and not filename.startswith("<frozen")
@@ -345,6 +371,95 @@ def refused_index_groups(error: Exception) -> RefusedIndexGroups | None:
             function = code.co_name
         caller, tb = tb.tb_frame, tb.tb_next
     return None
+
+
+@dataclasses.dataclass(frozen=True)
+class RefusedShape:
+    """A collective's operand that JAX's check refused for its shape (a dimension its
+    group does not divide, or not of the group's size), as pmapc's shape rule for the
+    kind (`pmapc/shapes.py`) takes it."""
+
+    kind: str  # pmapc's kind: 'psum_scatter', 'all_to_all'
+    axis_name: tuple  # the axis names the call named
+    shape: tuple[int, ...]  # the refused operand's (one leaf's, for a pytree)
+    params: dict[str, object]  # the kind's parameters (pmapc's `Params` fields, JAX's names)
+
+
+def _dimension(axis, rank: int):
+    """A dimension JAX takes negative counted from the end; one out of range as given."""
+    return axis + rank if -rank <= axis < 0 else axis
+
+
+def _names(axis_name) -> tuple:
+    return tuple(axis_name) if isinstance(axis_name, (tuple, list)) else (axis_name,)
+
+
+def _refused_reduce_scatter(variables: dict) -> RefusedShape:
+    """From the frame of `reduce_scatter_p`'s abstract evaluation (`psum_scatter`)."""
+    shape = tuple(variables["x_aval"].shape)
+    return RefusedShape(
+        "psum_scatter",
+        _names(variables["axis_name"]),
+        shape,
+        {
+            "scatter_dimension": _dimension(variables["scatter_dimension"], len(shape)),
+            "tiled": variables["tiled"],
+            **_index_groups(variables),
+        },
+    )
+
+
+def _refused_all_to_all(variables: dict) -> RefusedShape:
+    """From the frame of `all_to_all`'s check of one leaf, before it binds the primitive."""
+    shape = tuple(np.shape(variables["x"]))
+    return RefusedShape(
+        "all_to_all",
+        _names(variables["axis_name"]),
+        shape,
+        {
+            "split_axis": _dimension(variables["split_axis"], len(shape)),
+            "concat_axis": _dimension(variables["concat_axis"], len(shape)),
+            "tiled": variables["tiled"],
+            **_index_groups(variables),
+        },
+    )
+
+
+def _index_groups(variables: dict) -> dict[str, object]:
+    groups = collectives.index_groups_from_jax(variables["axis_index_groups"])
+    return {collectives.INDEX_GROUPS_NAME: groups}
+
+
+def _nested_code(function, name: str):
+    """The code of the function `name` defined inside `function` (None if there is none)."""
+    found = [c for c in function.__code__.co_consts if getattr(c, "co_name", None) == name]
+    return found[0] if len(found) == 1 else None
+
+
+# The frames in which JAX checks a collective's operand shape, and how to read the call
+# from each one's variables.
+_SHAPE_CHECKS: dict[Any, Callable[[dict], RefusedShape]] = {
+    _parallel._reduce_scatter_effectful_abstract_eval.__code__: _refused_reduce_scatter,
+    _nested_code(_parallel._all_to_all_is_async, "bind"): _refused_all_to_all,
+}
+
+
+def refused_shape(error: Exception) -> RefusedShape | None:
+    """The collective call whose operand shape JAX's check refused, if `error` is that
+    check's (read from the checking frame's variables, not the message)."""
+    found, tb = None, error.__traceback__
+    while tb is not None:
+        read = _SHAPE_CHECKS.get(tb.tb_frame.f_code)
+        if read is not None:
+            found = (read, tb.tb_frame.f_locals)
+        tb = tb.tb_next
+    if found is None:
+        return None
+    read, variables = found
+    try:
+        return read(dict(variables))
+    except (KeyError, AttributeError, TypeError):  # a release that names them otherwise
+        return None
 
 
 def raised_by_collective(tb) -> bool:

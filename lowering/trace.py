@@ -28,6 +28,7 @@ from pmapc.errors import (
     ShapeError,
     SourceLoc,
     UnsupportedError,
+    did_you_mean,
 )
 from pmapc.lowering import jax_api, jax_messages, placement, primitives
 
@@ -264,7 +265,8 @@ def _axis_size(spec: MapSpec, call: MappedCall) -> int:
             jax_messages.explained(
                 jax_messages.inconsistent_sizes(sizes, [axis for _, _, axis in mapped], described),
                 f"pmapc.pmap over '{spec.axis_name}': every mapped dimension must have the same "
-                "size",
+                f"size, got sizes {', '.join(str(size) for size in sorted(set(sizes)))}; slice or "
+                "pad the arguments to one size, or pass one unmapped with None in in_axes",
             )
         )
     if spec.axis_size is not None and sizes and sizes[0] != spec.axis_size:
@@ -327,10 +329,7 @@ def trace_body(spec: MapSpec, call: MappedCall):
     except (ValueError, TypeError) as error:
         if not jax_api.raised_by_collective(error.__traceback__):
             raise
-        refused = jax_api.refused_index_groups(error)
-        located = index_groups_error(refused) if refused is not None else None
-        located = located or ShapeError(str(error).splitlines()[0])
-        raise located.with_traceback(error.__traceback__) from None
+        raise collective_error(error).with_traceback(error.__traceback__) from None
     finally:
         axes.pop()
     check_effects(spec, closed.jaxpr)
@@ -463,9 +462,41 @@ def unbound_axis(name: Hashable) -> AxisError:
     return AxisError(
         jax_messages.explained(
             jax_messages.unbound_axis(name, axes),
-            f"axis '{name}' is not bound here; bound axes are {bound}",
+            f"axis '{name}' is not bound here; bound axes are {bound}{did_you_mean(name, axes)}",
         )
     )
+
+
+def collective_error(error: Exception) -> ShapeError:
+    """pmapc's error for a collective call JAX refused while a body was traced: index
+    groups or an operand shape that do not fit the call, in pmapc's words where pmapc's
+    rules tell what is wrong (the axes, their size, the dimension and the fix), else
+    JAX's first line."""
+    groups = jax_api.refused_index_groups(error)
+    if groups is not None:
+        explained = index_groups_error(groups)
+    else:
+        shape = jax_api.refused_shape(error)
+        explained = collective_shape_error(shape) if shape is not None else None
+    return explained or ShapeError(str(error).splitlines()[0])
+
+
+def collective_shape_error(refused: jax_api.RefusedShape) -> ShapeError | None:
+    """pmapc's shape rule's error for an operand JAX refused (naming the axes, their size,
+    the dimension and the fix), when the axes are the maps' and the rule refuses it too
+    (None for other axes, e.g. a jax.vmap's)."""
+    sizes = dict(enclosing_axes())
+    if not all(name in sizes for name in refused.axis_name):
+        return None
+    collective = collectives.BY_KIND[refused.kind]
+    labels = tuple(dialect.axis_label(name) for name in refused.axis_name)
+    size = math.prod(sizes[name] for name in refused.axis_name)
+    params = collective.params_type(**refused.params)
+    try:
+        collective.result_shape(params, refused.shape, labels, size)
+    except ShapeError as error:
+        return error
+    return None
 
 
 def index_groups_error(refused: jax_api.RefusedIndexGroups) -> ShapeError | None:

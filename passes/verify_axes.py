@@ -13,7 +13,7 @@ import math
 from typing import ClassVar
 
 from pmapc import collectives, dialect, ir, shapes
-from pmapc.errors import Category, DiagnosticError, ShapeError
+from pmapc.errors import Category, DiagnosticError, ShapeError, did_you_mean
 from pmapc.layout import Chain
 from pmapc.passes.base import Analyses, Analysis
 from pmapc.passes.nesting import Nesting, analyze
@@ -91,7 +91,7 @@ def unbound_axis_message(axis: str, bound: list[str]) -> str:
             "use named-axis collectives inside a map body"
         )
     names = ", ".join(f"'{name}'" for name in bound)
-    return f"axis '{axis}' is not bound here; bound axes are {names}"
+    return f"axis '{axis}' is not bound here; bound axes are {names}{did_you_mean(axis, bound)}"
 
 
 def check_collective(

@@ -21,6 +21,7 @@ import jax
 import pmapc.compiler
 import pmapc.lowering
 import pmapc.passes
+import pmapc.tools
 from pmapc import ir
 from pmapc.compiler import driver, processes, runtime, xla
 from pmapc.errors import (
@@ -35,10 +36,15 @@ from pmapc.passes.to_partitions import DEFAULT_GROUP_FORM, GROUP_FORMS
 from pmapc.stages import CallSignature, Lowered
 
 jax_api.hide_from_locations(ir, pmapc.compiler, pmapc.lowering, pmapc.passes)
+# An error in the user's program shows the user's frames, not pmapc's (nor JAX's);
+# JAX_TRACEBACK_FILTERING=off shows them all. The entry points below are the
+# boundaries where the frames are filtered (`jax_api.api_boundary`).
+jax_api.hide_from_tracebacks(pmapc, pmapc.compiler, pmapc.lowering, pmapc.passes, pmapc.tools)
 _log = logging.getLogger("pmapc")
 assert map_rules  # imported for its registrations: autodiff and batching of maps
 
 
+@jax_api.api_boundary
 def pmap(
     fun: Callable | None = None,
     axis_name: str | None = None,
@@ -137,6 +143,7 @@ class MappedFunction:
         # JAX has run anything: jax.distributed.initialize must come first).
         self._direct = False
 
+    @jax_api.api_boundary
     def __call__(self, *args, **kwargs):
         if trace.enclosing_axes():
             return self._call_nested(args, kwargs)
@@ -209,6 +216,7 @@ class MappedFunction:
         if explained is not None:
             raise at_user_call_site(explained) from None
 
+    @jax_api.api_boundary
     def lower(self, *args, **kwargs) -> Lowered:
         """Trace and run the passes: the IR of every stage, ready to `.compile()`.
 
@@ -333,6 +341,7 @@ class MappedFunction:
             raise from_traceback(error, error.__traceback__) from None
 
 
+@jax_api.api_boundary
 def lower(
     fun: Callable,
     *args,

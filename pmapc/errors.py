@@ -10,7 +10,9 @@ or device mistake.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import enum
+from collections.abc import Hashable, Sequence
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,6 +94,16 @@ class DiagnosticError(PmapcError):
 
     def render(self, filename: str | None = None) -> str:
         return "\n".join(d.render(filename) for d in self.diagnostics)
+
+
+def did_you_mean(name: Hashable, candidates: Sequence[Hashable]) -> str:
+    """`; did you mean 'model'?` when the axis name `name` is a near miss of one of
+    `candidates` (the closest, by difflib's ratio), else ''."""
+    if not isinstance(name, str):
+        return ""
+    names = [candidate for candidate in candidates if isinstance(candidate, str)]
+    close = difflib.get_close_matches(name, names, n=1)
+    return f"; did you mean '{close[0]}'?" if close else ""
 
 
 # Each error is also the builtin class JAX raises for the same mistake, so

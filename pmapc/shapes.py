@@ -137,7 +137,8 @@ def _check_dim(kind: str, name: str, dim: int, rank: int, where: str) -> None:
 def _check_divisible(kind: str, dim: int, shape: Shape, where: str, n: int, tiled: bool) -> None:
     if tiled and shape[dim] % n != 0:
         raise ShapeError(
-            f"'{kind}' over {where} needs dimension {dim} divisible by {n}, got {shape[dim]}"
+            f"'{kind}' over {where} needs dimension {dim} divisible by {n}, got {shape[dim]}; "
+            f"pad it to a multiple of {n}"
         )
     if not tiled and shape[dim] != n:
         raise ShapeError(

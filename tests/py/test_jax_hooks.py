@@ -8,6 +8,7 @@ import inspect
 import os
 import sys
 import threading
+import traceback
 
 import jax
 import numpy as np
@@ -15,6 +16,8 @@ import pytest
 from jax import lax
 
 import pmapc
+import pmapc.api
+import pmapc.lowering
 from pmapc import ir
 from pmapc.lowering import jax_api
 
@@ -95,6 +98,85 @@ def test_source_locations_name_the_users_file_not_pmapcs():
     assert jax_api.is_user_file(THIS_FILE)
     assert not jax_api.is_user_file(jax_api.__file__)
     assert not jax_api.is_user_file(jax.__file__)
+
+
+@pytest.mark.parametrize(
+    ("kind", "collective", "shape", "params"),
+    [
+        (
+            "psum_scatter",
+            lambda x: lax.psum_scatter(x[None, :6], "i", scatter_dimension=-1, tiled=True),
+            (1, 6),
+            {"scatter_dimension": 1, "tiled": True, "axis_index_groups": None},
+        ),
+        (
+            "psum_scatter",
+            lambda x: lax.psum_scatter(x[:3], "i", axis_index_groups=[[0, 1], [2, 3]]),
+            (3,),
+            {"scatter_dimension": 0, "tiled": False, "axis_index_groups": ((0, 1), (2, 3))},
+        ),
+        (
+            "all_to_all",
+            lambda x: lax.all_to_all(x[None, :6], "i", -1, 0, tiled=True),
+            (1, 6),
+            {"split_axis": 1, "concat_axis": 0, "tiled": True, "axis_index_groups": None},
+        ),
+        (
+            "all_to_all",
+            lambda x: lax.all_to_all(x[:6], "i", 0, 0),
+            (6,),
+            {"split_axis": 0, "concat_axis": 0, "tiled": False, "axis_index_groups": None},
+        ),
+    ],
+    ids=["psum_scatter", "psum_scatter_groups", "all_to_all", "all_to_all_untiled"],
+)
+def test_refused_shape_reads_the_call_from_jax_frames(kind, collective, shape, params):
+    error = error_of(collective, np.ones(8, np.float32))
+    assert isinstance(error, ValueError)
+    assert jax_api.refused_shape(error) == jax_api.RefusedShape(kind, ("i",), shape, params)
+
+
+def test_an_error_outside_the_shape_checks_is_no_refused_shape():
+    error = error_of(lambda x: lax.psum(x, "i", axis_index_groups=[[0, 1], [1, 2]]), np.ones(4))
+    assert jax_api.refused_shape(error) is None
+
+
+# -- frames hidden from tracebacks --------------------------------------------------
+
+
+def frames_of(error: BaseException) -> list[str]:
+    return [frame.filename for frame in traceback.extract_tb(error.__traceback__)]
+
+
+def package_files(frames: list[str]) -> list[str]:
+    directories = [os.path.join(os.path.abspath(d), "") for d in pmapc.lowering.__path__]
+    directories += [os.path.join(os.path.abspath(d), "") for d in pmapc.__path__]
+    return [f for f in frames if os.path.abspath(f).startswith(tuple(directories))]
+
+
+def unbound_axis_error() -> pmapc.AxisError:
+    with pytest.raises(pmapc.AxisError) as info:
+        pmapc.pmap(lambda v: lax.psum(v, "nope"), axis_name="i")(np.ones((4, 3), np.float32))
+    return info.value
+
+
+def test_jax_filters_pmapcs_frames_from_an_error_that_leaves_a_map_call():
+    """pmapc's directories are among JAX's traceback exclusions, and a map's call is a
+    boundary at which JAX filters them (pmapc's frames above JAX's jit included)."""
+    frames = frames_of(unbound_axis_error())
+    assert THIS_FILE in frames
+    assert package_files(frames) == []
+
+
+def test_jax_keeps_pmapcs_frames_with_traceback_filtering_off():
+    filtering = jax.config.jax_traceback_filtering
+    jax.config.update("jax_traceback_filtering", "off")
+    try:
+        frames = frames_of(unbound_axis_error())
+    finally:
+        jax.config.update("jax_traceback_filtering", filtering)
+    assert os.path.abspath(pmapc.api.__file__) in frames
+    assert any(f.endswith("trace.py") for f in package_files(frames))
 
 
 # -- the all_to_all transpose ---------------------------------------------------

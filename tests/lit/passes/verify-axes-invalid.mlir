@@ -20,6 +20,25 @@ module @unbound_axis {
 
 // -----
 
+// A near miss of a bound axis's name gets that name as a suggestion.
+module @misspelled_axis {
+  func.func public @main(%arg0: tensor<2x2xf32>) -> tensor<2x2xf32> {
+    %0 = stablehlo.custom_call @pmapc.map(%arg0) {called_computations = [@outer], api_version = 4 : i32, backend_config = {axis_name = "data", axis_size = 2 : i64, in_axes = [0], out_axes = [0]}} : (tensor<2x2xf32>) -> tensor<2x2xf32>
+    return %0 : tensor<2x2xf32>
+  }
+  func.func private @outer(%arg0: tensor<2xf32>) -> tensor<2xf32> {
+    %0 = stablehlo.custom_call @pmapc.map(%arg0) {called_computations = [@inner], api_version = 4 : i32, backend_config = {axis_name = "model", axis_size = 2 : i64, in_axes = [0], out_axes = [0]}} : (tensor<2xf32>) -> tensor<2xf32>
+    return %0 : tensor<2xf32>
+  }
+  func.func private @inner(%arg0: tensor<f32>) -> tensor<f32> {
+    // expected-error@+1 {{axis 'modle' is not bound here; bound axes are 'data', 'model'; did you mean 'model'?}}
+    %0 = stablehlo.custom_call @pmapc.psum(%arg0) {api_version = 4 : i32, backend_config = {axes = ["modle"]}} : (tensor<f32>) -> tensor<f32>
+    return %0 : tensor<f32>
+  }
+}
+
+// -----
+
 module @collective_outside_any_map {
   func.func public @main(%arg0: tensor<2xf32>) -> tensor<2xf32> {
     // expected-error@+1 {{axis 'i' is not bound here: no enclosing map binds an axis; use named-axis collectives inside a map body}}
@@ -231,7 +250,7 @@ module @tiled_psum_scatter_not_divisible {
     return %0 : tensor<4x1xf32>
   }
   func.func private @body(%arg0: tensor<6xf32>) -> tensor<1xf32> {
-    // expected-error@+1 {{'psum_scatter' over 'i' (size 4) needs dimension 0 divisible by 4, got 6}}
+    // expected-error@+1 {{'psum_scatter' over 'i' (size 4) needs dimension 0 divisible by 4, got 6; pad it to a multiple of 4}}
     %0 = stablehlo.custom_call @pmapc.psum_scatter(%arg0) {api_version = 4 : i32, backend_config = {axes = ["i"], scatter_dimension = 0 : i64, tiled = true}} : (tensor<6xf32>) -> tensor<1xf32>
     return %0 : tensor<1xf32>
   }
@@ -264,7 +283,7 @@ module @tiled_all_to_all_over_tuple_not_divisible {
     return %0 : tensor<2x6xf32>
   }
   func.func private @inner(%arg0: tensor<6xf32>) -> tensor<6xf32> {
-    // expected-error@+1 {{'all_to_all' over ('i', 'j') (size 4) needs dimension 0 divisible by 4, got 6}}
+    // expected-error@+1 {{'all_to_all' over ('i', 'j') (size 4) needs dimension 0 divisible by 4, got 6; pad it to a multiple of 4}}
     %0 = stablehlo.custom_call @pmapc.all_to_all(%arg0) {api_version = 4 : i32, backend_config = {axes = ["i", "j"], split_axis = 0 : i64, concat_axis = 0 : i64, tiled = true}} : (tensor<6xf32>) -> tensor<6xf32>
     return %0 : tensor<6xf32>
   }
