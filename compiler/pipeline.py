@@ -12,17 +12,27 @@ puts the program in its execution form (passes/__init__.py's TARGETS).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
 import gc
 import re
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from pmapc import ir
-from pmapc.errors import Diagnostic, DiagnosticError, PassFailure, PipelineError, PmapcError
+from pmapc.errors import (
+    Diagnostic,
+    DiagnosticError,
+    PassFailure,
+    PipelineError,
+    PmapcError,
+    did_you_mean,
+)
 from pmapc.passes import DEFAULT_TARGET, PASSES, TARGETS, Pass
-from pmapc.passes.base import Analyses, from_options, kept_through, run_pass
+from pmapc.passes.base import Analyses, from_options, kept_through, run_pass, summary
 from pmapc.passes.combine_all_reduces import (
     CombineAllReducesPass,
     ReductionKeys,
@@ -109,37 +119,105 @@ def describe(name: str, target: str = DEFAULT_TARGET) -> str:
     return ",".join(p.name for p in PIPELINES[name](target, DEFAULT_GROUP_FORM))
 
 
-_ELEMENT = re.compile(r"\s*([A-Za-z0-9_.-]+)\s*(\{[^}]*\})?\s*(,|$)")
+@dataclasses.dataclass(frozen=True)
+class UpstreamPass:
+    """A pipeline element of MLIR's or Shardy's registered passes, run by MLIR's pass
+    manager as written: `canonicalize{max-iterations=2}`, `func.func(cse)`, `sdy-...`.
+    pmapc keeps no analysis across it (it may change anything)."""
+
+    name: str  # the pass, or the op a nested pipeline runs on
+    text: str  # the element as the pipeline writes it
+    keeps_analyses_current: ClassVar[bool] = False
+    reads: ClassVar[tuple] = ()
+
+    def run(self, module: ir.Module, analyses: Analyses, rewriter) -> bool:
+        """Run it alone (what the pass manager does in a pipeline)."""
+        ir.run_upstream_passes(module, self.text)
+        return True
+
+
+# MLIR's passes a pmapc pipeline most often names (any registered one runs).
+COMMON_MLIR_PASSES = ("canonicalize", "cse", "inline", "symbol-dce")
+
+_NAME = re.compile(r"\s*([A-Za-z0-9_.-]+)\s*")
 
 
 def parse_pipeline(text: str) -> list:
-    """Pass instances for a pipeline string; PipelineError names what is wrong."""
+    """Pass instances for a pipeline string in MLIR's textual form; PipelineError names
+    what is wrong. pmapc's passes and named pipelines, and MLIR's registered passes
+    (with their options, nested pipelines such as `func.func(cse)` too), mix freely;
+    the `builtin.module(...)` wrapper is optional."""
     body = text.strip()
     wrapper = re.fullmatch(r"builtin\.module\((.*)\)", body, flags=re.S)
     if wrapper:
         body = wrapper.group(1)
     passes = []
-    position = 0
-    while position < len(body):
-        match = _ELEMENT.match(body, position)
-        if match is None or match.end() == position:
+    for element in _top_level_elements(body, text):
+        name = _NAME.match(element)
+        if name is None:
             raise PipelineError(
-                f"malformed pass pipeline '{text}' at '{body[position:]}'; "
-                "write e.g. 'builtin.module(verify-axes,flatten-maps)'"
+                f"malformed pass pipeline '{text}' at '{element}'; "
+                "write e.g. 'builtin.module(verify-axes,flatten-maps,canonicalize)'"
             )
-        name, options = match.group(1), _parse_options(match.group(2) or "")
-        passes.extend(_instantiate(name, options, text))
-        position = match.end()
+        passes.extend(_instantiate(name.group(1), element[name.end() :].strip(), element, text))
     return passes
 
 
-def _instantiate(name: str, options: dict[str, str], text: str) -> list:
-    if name in PIPELINES:
-        return list(PIPELINES[name](*_pipeline_options(name, options)))
-    if name not in PASSES:
+def _top_level_elements(body: str, text: str) -> list[str]:
+    """The comma-separated elements of a pipeline body, each with its options and
+    nested pipeline (commas inside braces or parentheses do not split)."""
+    elements, start = [], 0
+    closing = {"(": ")", "{": "}"}
+    stack: list[str] = []
+    for position, char in enumerate(body):
+        if char in closing:
+            stack.append(closing[char])
+        elif char in ")}":
+            if not stack or stack.pop() != char:
+                raise PipelineError(f"malformed pass pipeline '{text}': unbalanced '{char}'")
+        elif char == "," and not stack:
+            elements.append(body[start:position])
+            start = position + 1
+    if stack:
+        raise PipelineError(f"malformed pass pipeline '{text}': unclosed '{stack[-1]}'")
+    elements.append(body[start:])
+    elements = [element.strip() for element in elements]
+    if elements == [""]:
+        return []
+    if "" in elements:
+        raise PipelineError(f"malformed pass pipeline '{text}': an empty element")
+    return elements
+
+
+def _instantiate(name: str, rest: str, element: str, text: str) -> list:
+    if name in PIPELINES or name in PASSES:
+        options = re.fullmatch(r"(\{[^{}]*\})?", rest)
+        if options is None:
+            raise PipelineError(
+                f"malformed pass pipeline '{text}' at '{element}'; pmapc's passes run on "
+                "the whole module and take only options, e.g. 'flatten-maps{split-entry=false}'"
+            )
+        parsed = _parse_options(options.group(1) or "")
+        if name in PIPELINES:
+            return list(PIPELINES[name](*_pipeline_options(name, parsed)))
+        return [from_options(PASSES[name], parsed)]
+    nested = [n for n in re.findall(r"[A-Za-z0-9_.-]+", rest) if n in PASSES or n in PIPELINES]
+    if nested:
+        raise PipelineError(
+            f"'{nested[0]}' is nested in '{name}(...)' in pipeline '{text}'; pmapc's passes "
+            "run on the whole module: put it at the top level"
+        )
+    why = ir.upstream_pipeline_error(element)
+    if why is not None and ir.upstream_pipeline_error(name) is None:
+        raise PipelineError(f"MLIR's pass '{name}' in pipeline '{text}': {why}")
+    if why is not None:
         known = ", ".join([*PASSES, *PIPELINES])
-        raise PipelineError(f"unknown pass '{name}' in pipeline '{text}'; known passes: {known}")
-    return [from_options(PASSES[name], options)]
+        suggestion = did_you_mean(name, [*PASSES, *PIPELINES, *COMMON_MLIR_PASSES])
+        raise PipelineError(
+            f"unknown pass '{name}' in pipeline '{text}' ({why}){suggestion}; pmapc's passes: "
+            f"{known}; or a registered MLIR pass, e.g. {', '.join(COMMON_MLIR_PASSES)}, sdy-*"
+        )
+    return [UpstreamPass(name, element)]
 
 
 def _pipeline_options(name: str, options: dict[str, str]) -> tuple[str, str]:
@@ -229,9 +307,29 @@ def cyclic_gc_paused() -> Iterator[None]:
                     gc.enable()
 
 
-# after_pass(pass_instance, module) is called after each pass ran (and, with
-# verify_each, was verified).
+# after_pass(pass_instance, module) is called after each of pmapc's passes ran.
 AfterPass = Callable[[object, ir.Module], None]
+
+
+@dataclasses.dataclass(frozen=True)
+class IRDumps:
+    """The passes, by pipeline name, to print the IR before and after (mlir-opt's
+    `--mlir-print-ir-before=`/`-after=`). MLIR's Python bindings print every pass or
+    none, so these are printed here, in MLIR's format: inside a pass of pmapc's, and
+    by a printing pass beside an MLIR pass."""
+
+    before: frozenset[str] = frozenset()
+    after: frozenset[str] = frozenset()
+    debug_info: bool = False
+
+    def wanted(self, when: str, name: str) -> bool:
+        return name in (self.before if when == "Before" else self.after)
+
+    def dump(self, when: str, title: str, module: ir.Module) -> None:
+        """Print `module` on stderr under MLIR's dump header, e.g. `IR Dump After
+        FlattenMapsPass: flatten-maps`."""
+        print(f"// -----// IR Dump {when} {title} //----- //", file=sys.stderr)
+        print(ir.print_module(module, debug_info=self.debug_info), file=sys.stderr, flush=True)
 
 
 def run_passes(
@@ -240,65 +338,120 @@ def run_passes(
     after_pass: AfterPass | None = None,
     verify_each: bool = True,
     check_preserved: bool = False,
+    instrumentation: ir.Instrumentation | None = None,
+    dumps: IRDumps | None = None,
 ) -> bool:
-    """Run `passes` in order; whether any of them changed the IR.
+    """Run `passes` in order with MLIR's pass manager; whether any of pmapc's changed
+    the IR (an MLIR pass counts as a change).
 
-    Passes share analyses until one changes the IR (passes/base.py: Analyses);
-    an analysis is kept current through a pass only if a later pass reads it.
-    With `verify_each` (mlir-opt's `--verify-each`, its default) the IR is
-    verified after each pass that changed it, and a pass that leaves invalid
-    IR is named with the passes before it (a compiler bug). Without, nothing
-    is verified here: the caller verifies the result once (`verify_result`).
-    With `check_preserved` (for tests), every analysis a pass preserved is
-    computed again afterwards and must come out equal.
+    Each of pmapc's passes runs as a Python pass of MLIR's `PassManager`, beside
+    MLIR's own (`UpstreamPass`). pmapc's passes share analyses until one changes
+    the IR (passes/base.py: Analyses), and none survives an MLIR pass; an
+    analysis is kept current through a pass only if a later pass reads it. With
+    `verify_each` (mlir-opt's `--verify-each`, its default) MLIR verifies the IR
+    after each pass, and a pass that leaves invalid IR is named with the passes
+    before it (a compiler bug). Without, nothing is verified here: the caller
+    verifies the result once (`verify_result`). `instrumentation` asks MLIR to
+    print the IR, time the passes or count statistics (its `verify_each` is this
+    call's), and `dumps` prints it around the passes it names. With
+    `check_preserved` (for tests), every analysis a pass preserved is computed
+    again afterwards and must come out equal.
     """
+    chosen = instrumentation or ir.Instrumentation()
+    chosen = dataclasses.replace(chosen, verify_each=verify_each)
+    run = _PipelineRun(module, tuple(passes), after_pass, check_preserved, dumps or IRDumps())
     with cyclic_gc_paused():
-        return _run_passes(module, passes, after_pass, verify_each, check_preserved)
+        return run.run(chosen)
 
 
-def _run_passes(
-    module: ir.Module,
-    passes: Sequence[Pass],
-    after_pass: AfterPass | None,
-    verify_each: bool,
-    check_preserved: bool,
-) -> bool:
-    done: list[str] = []
-    changed_any = False
-    analyses = Analyses(KEPT_ANALYSES)
-    for pass_, keep in zip(passes, kept_through(passes), strict=True):
+class _PipelineRun:
+    """One run of a pipeline: the pass manager, and what pmapc's passes share."""
+
+    def __init__(self, module, passes, after_pass, check_preserved, dumps: IRDumps) -> None:
+        self.module = module
+        self.dumps = dumps
+        self.passes = passes
+        self.after_pass = after_pass
+        self.check_preserved = check_preserved
+        self.analyses = Analyses(KEPT_ANALYSES)
+        self.done: list[str] = []
+        self.last: int | None = None  # the index of the last of pmapc's passes started
+        self.changed = False
+
+    def run(self, instrumentation: ir.Instrumentation) -> bool:
+        manager = ir.PassManager(self.module.context, instrumentation)
+        for index, (pass_, keep) in enumerate(zip(self.passes, kept_through(self.passes))):
+            if isinstance(pass_, UpstreamPass):
+                self.add_dump(manager, "Before", pass_)
+                manager.add_upstream(pass_.text)
+                self.add_dump(manager, "After", pass_)
+                self.changed = True
+                continue
+            manager.add_python(
+                functools.partial(self.step, index, keep),
+                type(pass_).__name__,
+                pass_.name,
+                summary(type(pass_)),
+            )
         try:
-            with ir.building(module):
-                changed = run_pass(pass_, module, analyses, keep)
+            manager.run(self.module)
+        except ir.InvalidIR as error:
+            raise DiagnosticError([*error.diagnostics, self.broke_note()]) from None
+        return self.changed
+
+    def add_dump(self, manager: ir.PassManager, when: str, pass_: UpstreamPass) -> None:
+        """A pass that prints the IR before or after MLIR's `pass_`, if asked for."""
+        if not self.dumps.wanted(when, pass_.name):
+            return
+        dump = functools.partial(self.dumps.dump, when, pass_.text, self.module)
+        manager.add_python(dump, "PrintIRPass", "print-ir", "print the IR on stderr")
+
+    def step(self, index: int, keep) -> None:
+        """Run pmapc's pass `index` (the pass manager calls it)."""
+        pass_ = self.passes[index]
+        if index and isinstance(self.passes[index - 1], UpstreamPass):
+            self.analyses.after_pass(True)  # an MLIR pass ran: nothing kept holds
+        self.last = index
+        title = f"{type(pass_).__name__}: {pass_.name}"
+        if self.dumps.wanted("Before", pass_.name):
+            self.dumps.dump("Before", title, self.module)
+        try:
+            with ir.building(self.module):
+                changed = run_pass(pass_, self.module, self.analyses, keep)
         except PmapcError:
             raise  # a diagnostic about the input, or a failure already named
         except Exception as error:  # a pmapc bug: name the pass that raised it
-            raise PassFailure(pass_.name, done, error) from error
-        changed_any |= changed
-        preserved = analyses.preserved() if check_preserved else {}
-        analyses.after_pass(changed)
+            raise PassFailure(pass_.name, self.done, error) from error
+        self.changed |= changed
+        preserved = self.analyses.preserved() if self.check_preserved else {}
+        self.analyses.after_pass(changed)
         for analysis, result in preserved.items():
-            if not holds(analysis, result, module):
+            if not holds(analysis, result, self.module):
                 raise AssertionError(
                     f"pass '{pass_.name}' preserved analysis "
                     f"'{analysis.__name__}' but left it stale"
                 )
-        if verify_each and changed:
-            verify_after(module, pass_.name, done)
-        done.append(pass_.name)
-        if after_pass is not None:
-            after_pass(pass_, module)
-    return changed_any
+        self.done.append(pass_.name)
+        if self.dumps.wanted("After", pass_.name):
+            self.dumps.dump("After", title, self.module)
+        if self.after_pass is not None:
+            self.after_pass(pass_, self.module)
 
-
-def verify_after(module: ir.Module, name: str, before: Sequence[str]) -> None:
-    """Verify the IR pass `name` left; an error names it and the passes run before it."""
-    try:
-        ir.verify(module)
-    except DiagnosticError as error:
-        raise DiagnosticError(
-            [*error.diagnostics, _broke_note(name, ", ".join(before) or "none")]
-        ) from None
+    def broke_note(self) -> Diagnostic:
+        """Which pass left the IR the verifier refused: the last of pmapc's passes that
+        ran, or an MLIR pass after it (MLIR verifies after each pass)."""
+        last = -1 if self.last is None else self.last
+        following = []
+        for pass_ in self.passes[last + 1 :]:
+            if not isinstance(pass_, UpstreamPass):
+                break
+            following.append(pass_.name)
+        if last < 0:
+            return _broke_note(" or ".join(following), "none")
+        name = self.passes[last].name
+        if following:
+            name = f"{name}' or an MLIR pass after it ('{', '.join(following)}"
+        return _broke_note(name, ", ".join(self.done[:-1]) or "none")
 
 
 def _broke_note(name: str, before: str) -> Diagnostic:

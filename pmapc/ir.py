@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
 import io
-from collections.abc import Collection, Iterable, Iterator, Sequence
+import re
+import sys
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple, cast
 
 import jaxlib.version
@@ -210,6 +213,136 @@ def run_upstream_passes(module: ir.Module, pipeline: str) -> None:
         manager = _passmanager.PassManager.parse(f"builtin.module({pipeline})")
         manager.enable_verifier(False)
         manager.run(module.operation)
+
+
+@dataclasses.dataclass(frozen=True)
+class Instrumentation:
+    """What MLIR's pass manager reports besides running the passes: mlir-opt's
+    `--verify-each`, `--mlir-print-ir-*`, `--mlir-timing` and
+    `--mlir-pass-statistics`, printed on stderr in MLIR's formats."""
+
+    verify_each: bool = True
+    print_before_all: bool = False
+    print_after_all: bool = False
+    print_after_change: bool = False
+    print_after_failure: bool = False
+    print_module_scope: bool = False
+    print_debuginfo: bool = False
+    timing: bool = False
+    statistics: bool = False
+    dump_pipeline: bool = False  # print the pipeline before running it
+
+    @property
+    def prints_ir(self) -> bool:
+        return (
+            self.print_before_all
+            or self.print_after_all
+            or self.print_after_change
+            or self.print_after_failure
+        )
+
+
+class InvalidIR(DiagnosticError):
+    """The pass manager failed on its own: MLIR's verifier refused the IR a pass left,
+    or an MLIR pass failed (MLIR's diagnostics)."""
+
+
+class PassManager:
+    """jaxlib's MLIR `PassManager` on `builtin.module`, in a module's context: pmapc's
+    Python passes (`add_python`) and MLIR's and Shardy's registered ones (`add_upstream`)
+    in one pipeline, which MLIR verifies, prints and times."""
+
+    def __init__(self, context: ir.Context, instrumentation: Instrumentation) -> None:
+        self._context = context
+        self._dump_pipeline = instrumentation.dump_pipeline
+        self._reports = instrumentation.timing or instrumentation.statistics
+        self._count = 0
+        self._failure: BaseException | None = None  # what a Python pass raised
+        self._manager = _passmanager.PassManager("builtin.module", context=context)
+        self._manager.enable_verifier(instrumentation.verify_each)
+        if instrumentation.prints_ir:
+            # MLIR prints after a pass only on change or failure as a restriction of
+            # printing after every pass (mlir-opt's flags set both).
+            self._manager.enable_ir_printing(
+                print_before_all=instrumentation.print_before_all,
+                print_after_all=instrumentation.print_after_all
+                or instrumentation.print_after_change
+                or instrumentation.print_after_failure,
+                print_module_scope=instrumentation.print_module_scope,
+                print_after_change=instrumentation.print_after_change,
+                print_after_failure=instrumentation.print_after_failure,
+                enable_debug_info=instrumentation.print_debuginfo,
+            )
+        if instrumentation.timing:
+            self._manager.enable_timing()
+        if instrumentation.statistics:
+            self._manager.enable_statistics()
+
+    def add_python(self, run: Callable[[], None], name: str, argument: str, summary: str) -> None:
+        """A pass that calls `run()` on the module the manager runs on; `name` is its
+        class name, `argument` its pipeline name (as MLIR's passes have both)."""
+
+        def pass_body(op, pass_) -> None:
+            del op  # `run` holds the module
+            try:
+                run()
+            except Exception as error:  # a failure of the pass, for MLIR too
+                self._failure = error
+                pass_.signal_pass_failure()
+
+        with self._context:
+            self._manager.add(pass_body, name=name, argument=argument, description=summary)
+        self._count += 1
+
+    def add_upstream(self, pipeline: str) -> None:
+        """Pipeline elements of registered MLIR passes, e.g. `canonicalize{max-iterations=2}`
+        or `func.func(cse)`; a ValueError names what MLIR could not parse."""
+        with self._context:
+            self._manager.add(pipeline)
+        self._count += 1
+
+    def run(self, module: ir.Module) -> None:
+        """Run the pipeline, once. A Python pass's exception fails the pass (MLIR prints
+        the IR after it with print_after_failure) and is raised again here; MLIR's own
+        failures (its verifier's, its passes') raise InvalidIR with its diagnostics."""
+        try:
+            self._run(module)
+        finally:
+            if self._reports:  # MLIR prints timing and statistics when its manager goes
+                del self._manager
+                sys.stderr.flush()
+
+    def _run(self, module: ir.Module) -> None:
+        if self._dump_pipeline:  # as mlir-opt's --dump-pass-pipeline prints it
+            print(f"Pass Manager with {self._count} passes:", file=sys.stderr)
+            print(self.pipeline_text(), file=sys.stderr, flush=True)
+        self._failure = None
+        try:
+            self._manager.run(module.operation)
+        except ir.MLIRError as error:
+            failure, self._failure = self._failure, None
+            if failure is not None:
+                failure.__suppress_context__ = True  # MLIR's "pass failed" adds nothing
+                raise failure  # noqa: B904 (its own __cause__ kept)
+            raise InvalidIR(diagnostics_of(error)) from None
+
+    def pipeline_text(self) -> str:
+        """The pipeline as MLIR prints it (`--dump-pass-pipeline`), options spelled out."""
+        return str(self._manager)
+
+
+def upstream_pipeline_error(pipeline: str) -> str | None:
+    """Why MLIR cannot parse `pipeline` as elements of a `builtin.module` pipeline of
+    its registered passes (None: it can)."""
+    try:
+        with make_context():
+            _passmanager.PassManager.parse(f"builtin.module({pipeline})")
+    except ValueError as error:
+        # MLIR's message, without its parser's name and the caret under the text
+        lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+        first = lines[0] if lines else "MLIR cannot parse it"
+        return re.sub(r"^.*?error: |^<[^>]*>: ", "", first)
+    return None
 
 
 # ----------------------------------------------------------------------------

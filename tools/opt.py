@@ -1,16 +1,24 @@
 """`pmapc opt`: run passes on a pmapc-IR module, following mlir-opt's conventions.
 
     pmapc opt IN.mlir [-o OUT] [--pass-pipeline=PIPELINE | --PASS ...]
-              [--print-ir-after-all] [--split-input-file] [--verify-diagnostics]
-              [--verify-each=true|false] [--mlir-print-debuginfo] [--mlir-timing]
+              [--split-input-file] [--verify-diagnostics] [--verify-each=true|false]
+              [--mlir-print-ir-before-all] [--mlir-print-ir-after-all]
+              [--mlir-print-ir-before=PASS] [--mlir-print-ir-after=PASS]
+              [--mlir-print-ir-after-change] [--mlir-print-ir-after-failure]
+              [--mlir-print-ir-module-scope] [--mlir-print-debuginfo]
+              [--mlir-timing] [--mlir-pass-statistics] [--dump-pass-pipeline]
               [--list-passes]
 
 `-` (the default) reads stdin. Errors print `file:line:col: error: message`
-on stderr and exit 1. As in mlir-opt, the IR is verified after every pass that
-changed it; `--verify-each=false` verifies only the result (as `pmapc.lower`
-and `jax.jit` do), naming the pass that broke it if it is invalid.
-`--mlir-timing` prints mlir-opt's execution time report on stderr: the wall
-time of parsing, of each pass (with its verification) and of printing.
+on stderr and exit 1. The pipeline is MLIR's textual form: pmapc's passes and
+MLIR's registered ones (canonicalize, cse, inline, symbol-dce, sdy-*, nested
+`func.func(...)` pipelines) mix, and MLIR's pass manager runs them all. As in
+mlir-opt, the IR is verified after every pass; `--verify-each=false` verifies
+only the result (as `pmapc.lower` and `jax.jit` do), naming the pass that
+broke it if it is invalid. The `--mlir-*` flags are MLIR's instrumentation,
+printed on stderr in its formats (`--mlir-print-ir-before=`/`-after=` select
+passes by their pipeline name; MLIR's bindings print all or none, so pmapc
+prints those dumps itself, in MLIR's format).
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ import sys
 
 from pmapc import dialect, ir
 from pmapc.compiler.driver import verify_result
-from pmapc.compiler.pipeline import PIPELINES, Timer, describe, parse_pipeline, run_passes
+from pmapc.compiler.pipeline import PIPELINES, IRDumps, describe, parse_pipeline, run_passes
 from pmapc.errors import DiagnosticError, PipelineError
 from pmapc.passes import DEFAULT_TARGET, PASSES, TARGETS
 from pmapc.passes.base import option_fields, summary
@@ -32,14 +40,20 @@ from pmapc.tools.common import read_input, write_output
 SPLIT_MARKER = re.compile(r"^// -----[ \t]*$", flags=re.M)
 
 
-# The on/off flags, as mlir-opt spells them.
+# The on/off flags, as mlir-opt spells them (and pmapc's older short names).
 SWITCHES = (
-    ("--print-ir-after-all", "print the IR after each pass on stderr"),
-    ("--split-input-file", "split the input at '// -----' lines and process each chunk"),
-    ("--verify-diagnostics", "check diagnostics against 'expected-error' comments"),
-    ("--mlir-print-debuginfo", "print locations in the output"),
-    ("--mlir-timing", "print the wall time of parsing, each pass and printing on stderr"),
-    ("--list-passes", "list the passes and exit"),
+    ("--split-input-file", (), "split the input at '// -----' lines and process each chunk"),
+    ("--verify-diagnostics", (), "check diagnostics against 'expected-error' comments"),
+    ("--mlir-print-ir-before-all", (), "print the IR before each pass on stderr"),
+    ("--mlir-print-ir-after-all", ("--print-ir-after-all",), "print the IR after each pass"),
+    ("--mlir-print-ir-after-change", (), "print the IR after each pass that changed it"),
+    ("--mlir-print-ir-after-failure", (), "print the IR after a pass that failed"),
+    ("--mlir-print-ir-module-scope", (), "print the whole module in every IR dump"),
+    ("--mlir-print-debuginfo", (), "print locations in the output and the IR dumps"),
+    ("--mlir-timing", (), "print MLIR's execution time report of the passes on stderr"),
+    ("--mlir-pass-statistics", (), "print MLIR's pass statistics on stderr"),
+    ("--dump-pass-pipeline", (), "print the pass pipeline, options spelled out, on stderr"),
+    ("--list-passes", (), "list the passes and exit"),
 )
 
 
@@ -55,8 +69,16 @@ def build_parser() -> argparse.ArgumentParser:
         parser.add_argument(
             f"--{name}", dest="pass_flags", action="append_const", const=name, help=helptext
         )
-    for flag, helptext in SWITCHES:
-        parser.add_argument(flag, action="store_true", help=helptext)
+    for flag, aliases, helptext in SWITCHES:
+        parser.add_argument(flag, *aliases, action="store_true", help=helptext)
+    for when in ("before", "after"):
+        parser.add_argument(
+            f"--mlir-print-ir-{when}",
+            action="append",
+            default=[],
+            metavar="PASS",
+            help=f"print the IR {when} each pass named PASS (repeatable)",
+        )
     parser.add_argument(
         "--verify-each",
         type=_boolean,
@@ -90,34 +112,13 @@ def main(argv: list[str]) -> int:
         return 1
     filename = "<stdin>" if args.input == "-" else args.input
     outputs, ok = [], True
-    args.timer = Timer()
     for first_line, chunk in split_chunks(text, args.split_input_file):
         output, chunk_ok = process_chunk(chunk, first_line, passes, filename, args)
         ok &= chunk_ok
         if output is not None:
             outputs.append(output)
     write_output(args.output, "// -----\n".join(outputs))
-    if args.mlir_timing:
-        print(timing_report(args.timer.seconds), file=sys.stderr)
     return 0 if ok else 1
-
-
-def timing_report(seconds: dict[str, float]) -> str:
-    """mlir-opt's `--mlir-timing` report of wall times by name."""
-    total = sum(seconds.values())
-    rule = "===" + "-" * 73 + "==="
-    lines = [
-        rule,
-        "... Execution time report ...".center(79).rstrip(),
-        rule,
-        f"  Total Execution Time: {total:.4f} seconds",
-        "",
-        "  ----Wall Time----  ----Name----",
-    ]
-    for name, time_s in [*seconds.items(), ("Total", total)]:
-        share = 100 * time_s / total if total else 0.0
-        lines.append(f"  {time_s:8.4f} ({share:5.1f}%)  {name}")
-    return "\n".join(lines)
 
 
 def pipeline_of(args) -> str:
@@ -143,14 +144,11 @@ def process_chunk(chunk, first_line, passes, filename, args) -> tuple[str | None
     """Parse, run and print one chunk; report diagnostics. Returns (output, ok)."""
     padded = "\n" * (first_line - 1) + chunk
     context = ir.make_context()
-    timer = args.timer
     try:
-        with timer.timing("Parser"):
-            module = ir.parse_module(padded, context, filename)
-            dialect.verify_ops(module)
+        module = ir.parse_module(padded, context, filename)
+        dialect.verify_ops(module)
         run_checked(module, passes, args)
-        with timer.timing("Output"):
-            output = ir.print_module(module, debug_info=args.mlir_print_debuginfo)
+        output = ir.print_module(module, debug_info=args.mlir_print_debuginfo)
         found = []
     except DiagnosticError as error:
         output, found = None, error.diagnostics
@@ -168,25 +166,35 @@ def process_chunk(chunk, first_line, passes, filename, args) -> tuple[str | None
 def run_checked(module, passes, args) -> None:
     """Run the passes, verifying after each one or, with --verify-each=false, the result."""
     original = None if args.verify_each else ir.detached_clone(module.operation)
-    timer = args.timer
-
-    def after(pass_, module) -> None:
-        timer.lap(pass_.name)
-        if args.print_ir_after_all:
-            dump_after(pass_, module)
-            timer.restart()  # the dump is not the pass's time
-
-    timer.restart()
-    changed = run_passes(module, passes, verify_each=args.verify_each, after_pass=after)
+    changed = run_passes(
+        module,
+        passes,
+        verify_each=args.verify_each,
+        instrumentation=instrumentation_of(args),
+        dumps=IRDumps(
+            frozenset(args.mlir_print_ir_before),
+            frozenset(args.mlir_print_ir_after),
+            args.mlir_print_debuginfo,
+        ),
+    )
     if changed and original is not None:
-        with timer.timing("verify"):
-            verify_result(module, original, passes)
+        verify_result(module, original, passes)
 
 
-def dump_after(pass_, module) -> None:
-    title = f"IR Dump After {type(pass_).__name__} ({pass_.name})"
-    print(f"// -----// {title} //----- //", file=sys.stderr)
-    print(ir.print_module(module), file=sys.stderr)
+def instrumentation_of(args) -> ir.Instrumentation:
+    """MLIR's instrumentation the flags ask for."""
+    return ir.Instrumentation(
+        verify_each=args.verify_each,
+        print_before_all=args.mlir_print_ir_before_all,
+        print_after_all=args.mlir_print_ir_after_all,
+        print_after_change=args.mlir_print_ir_after_change,
+        print_after_failure=args.mlir_print_ir_after_failure,
+        print_module_scope=args.mlir_print_ir_module_scope,
+        print_debuginfo=args.mlir_print_debuginfo,
+        timing=args.mlir_timing,
+        statistics=args.mlir_pass_statistics,
+        dump_pipeline=args.dump_pass_pipeline,
+    )
 
 
 def list_passes() -> int:

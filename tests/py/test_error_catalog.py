@@ -55,6 +55,25 @@ def test_unbound_axis():
     )
 
 
+def test_misspelled_axis_gets_the_bound_axis_it_is_closest_to():
+    def body(y):
+        return jax.lax.psum(y, "modle")
+
+    line = inspect.getsourcelines(body)[1] + 1
+    raises_at_line(
+        pmapc.AxisError,
+        lambda: nest(body)(X),
+        line,
+        "unbound axis name: modle.",  # JAX 0.4.30's wording first
+        "axis 'modle' is not bound here; bound axes are 'data', 'model'; did you mean 'model'?",
+    )
+
+
+def test_unbound_axis_like_no_bound_one_gets_no_suggestion():
+    message = raises_at_call(pmapc.AxisError, lambda: nest(lambda y: jax.lax.psum(y, "nope"))(X))
+    assert "did you mean" not in message
+
+
 def test_axis_named_twice():
     def body(y):
         return jax.lax.psum(y, ("data", "data"))
@@ -81,7 +100,8 @@ def test_mapped_dimensions_disagree():
         "pmap got inconsistent sizes for array axes to be mapped",
         "one axis had size 2: axis 0 of argument a of type float32[2,4,8]",
         "one axis had size 3: axis 0 of argument b of type float32[3,2]",
-        "'data': every mapped dimension must have the same size",
+        "'data': every mapped dimension must have the same size, got sizes 2, 3; slice or pad "
+        "the arguments to one size, or pass one unmapped with None in in_axes",
     )
 
 
@@ -289,8 +309,44 @@ def test_non_array_leaf():
 @pytest.mark.parametrize(
     ("body", "keywords"),
     [
-        (lambda y: jax.lax.psum_scatter(y[:6], "model", tiled=True), ["6", "divisible", "4"]),
-        (lambda y: jax.lax.all_to_all(y[:6], "model", 0, 0, tiled=True), ["(6)", "divisible"]),
+        (
+            lambda y: jax.lax.psum_scatter(y[:6], "model", tiled=True),
+            [
+                "'psum_scatter' over 'model' (size 4) needs dimension 0 divisible by 4, got 6; "
+                "pad it to a multiple of 4"
+            ],
+        ),
+        (
+            lambda y: jax.lax.psum_scatter(y[None, :6], "model", scatter_dimension=-1, tiled=True),
+            ["'psum_scatter' over 'model' (size 4) needs dimension 1 divisible by 4, got 6"],
+        ),
+        (
+            lambda y: jax.lax.psum_scatter(y[:6], "model"),
+            [
+                "'psum_scatter' over 'model' (size 4) with tiled=false needs dimension 0 of "
+                "size 4, got 6; pass tiled=true to split it into 4 blocks instead"
+            ],
+        ),
+        (
+            lambda y: jax.lax.psum_scatter(
+                y[:3], "model", tiled=True, axis_index_groups=[[0, 1], [2, 3]]
+            ),
+            [
+                "'psum_scatter' over 'model' (size 4, axis_index_groups [[0, 1], [2, 3]]) "
+                "needs dimension 0 divisible by 2, got 3; pad it to a multiple of 2"
+            ],
+        ),
+        (
+            lambda y: jax.lax.all_to_all(y[:6], ("data", "model"), 0, 0, tiled=True),
+            [
+                "'all_to_all' over ('data', 'model') (size 8) needs dimension 0 divisible by 8, "
+                "got 6; pad it to a multiple of 8"
+            ],
+        ),
+        (
+            lambda y: jax.lax.all_to_all(y[:6], "model", 0, 0),
+            ["'all_to_all' over 'model' (size 4) with tiled=false needs dimension 0 of size 4"],
+        ),
         (lambda y: jax.lax.all_gather(y, "model", axis=3), ["axis 3", "out of bounds"]),
         (lambda y: jax.lax.ppermute(y, "model", [(0, 1), (0, 2)]), ["from index 0 twice"]),
         (lambda y: jax.lax.ppermute(y, "model", [(0, 1), (2, 1)]), ["to index 1 twice"]),
@@ -298,7 +354,11 @@ def test_non_array_leaf():
     ],
     ids=[
         "psum_scatter",
+        "psum_scatter_negative_dimension",
+        "psum_scatter_untiled",
+        "psum_scatter_index_groups",
         "all_to_all",
+        "all_to_all_untiled",
         "dimension",
         "ppermute_source",
         "ppermute_target",
@@ -307,7 +367,8 @@ def test_non_array_leaf():
 )
 def test_collective_shape_errors(body, keywords):
     line = inspect.getsourcelines(body)[1]
-    raises_at_line(pmapc.ShapeError, lambda: nest(body)(X), line, *keywords)
+    message = raises_at_line(pmapc.ShapeError, lambda: nest(body)(X), line, *keywords)
+    assert "shard_count" not in message and "split_axis (" not in message  # not JAX's words
 
 
 # -- IR and the command line: a diagnostic on stderr, exit 1, no traceback ------------
@@ -362,9 +423,10 @@ def test_bad_modules(text, keywords, tmp_path, capsys):
 
 
 def test_unknown_pass(tmp_path, capsys):
-    assert main(["opt", "-", "--pass-pipeline=builtin.module(verify-axes,fly)"]) == 1
+    assert main(["opt", "-", "--pass-pipeline=builtin.module(verify-axes,flaten-maps)"]) == 1
     err = capsys.readouterr().err
-    assert "unknown pass 'fly'" in err and "known passes: verify-axes" in err
+    assert "unknown pass 'flaten-maps'" in err and "pmapc's passes: verify-axes" in err
+    assert "did you mean 'flatten-maps'?" in err and "a registered MLIR pass" in err
 
 
 # -- the exception class follows the diagnostic's category, never its wording ---------

@@ -13,7 +13,7 @@
 // is known; no module is printed and no Python traceback shown.
 
 // CHECK-NOT: Traceback
-// CHECK: pmapc opt: error: unknown pass 'no-such-pass' in pipeline 'builtin.module(verify-axes,no-such-pass)'; known passes: verify-axes, flatten-maps,
+// CHECK: pmapc opt: error: unknown pass 'no-such-pass' in pipeline 'builtin.module(verify-axes,no-such-pass)' ('no-such-pass' does not refer to a registered pass or pass pipeline); pmapc's passes: verify-axes, flatten-maps,
 // CHECK-NOT: module
 // CHECK-NOT: Traceback
 
