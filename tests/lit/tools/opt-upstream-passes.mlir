@@ -15,7 +15,7 @@
 // EXAMPLE-NOT: @pmapc.map
 // EXAMPLE: @pmapc.psum
 
-// UNKNOWN: pmapc opt: error: unknown pass 'canonicalise' in pipeline 'builtin.module(verify-axes,canonicalise)' ('canonicalise' does not refer to a registered pass or pass pipeline); pmapc's passes: verify-axes,
+// UNKNOWN: pmapc opt: error: unknown pass 'canonicalise' in pipeline 'builtin.module(verify-axes,canonicalise)' ('canonicalise' does not refer to a registered pass or pass pipeline); did you mean 'canonicalize'?; pmapc's passes: verify-axes,
 // UNKNOWN-SAME: or a registered MLIR pass, e.g. canonicalize, cse, inline, symbol-dce, sdy-*
 
 // OPTION: pmapc opt: error: MLIR's pass 'canonicalize' in pipeline 'builtin.module(canonicalize{bogus=1})': no such option bogus
