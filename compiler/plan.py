@@ -27,6 +27,16 @@ experience", 2007): what any algorithm must move per device. pmapc emits
 bandwidth-optimal collectives, so each row's bytes equal its minimum; the
 column makes that checkable, and the per-run totals say what the whole
 program moves.
+
+What XLA runs (`Compiled.plan()`, `pmapc plan --xla`; `compiler/plan_xla.py`):
+next to each collective, the collective(s) of the HLO XLA compiled and
+scheduled that run it (combined with others, split, made async, or none), with
+XLA's totals beside pmapc's. They are read from the executable's optimized HLO
+rather than through `jax.extend.xla.register_hlo_module_transformation`: the
+same collectives on both JAX ends without registering a pass for every
+compilation of the process (plan_xla.py says more), and matched to pmapc's by
+their groups, kinds, bytes and order, not by source lines, which XLA drops from
+the collectives it combines.
 """
 
 from __future__ import annotations
@@ -36,6 +46,7 @@ import dataclasses
 import itertools
 import os
 from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -43,6 +54,9 @@ from pmapc import dialect, hlo, ir
 from pmapc.compiler import runtime
 from pmapc.errors import SourceLoc
 from pmapc.mesh import Mesh, axes_by_groups, groups_key, replica_groups_for
+
+if TYPE_CHECKING:  # plan_xla builds on this module; a Plan only holds its XlaRuns
+    from pmapc.compiler.plan_xla import XlaRuns
 
 # The StableHLO collectives, by op name: the name a plan shows.
 COLLECTIVE_OPS: dict[str, str] = {
@@ -62,6 +76,7 @@ class Step:
     axes: tuple[str, ...] | None  # the mesh axes its groups are; None: other groups
     groups: np.ndarray  # (groups, group size) mesh positions; pairs for a permute
     payload: int  # S, bytes
+    parts: tuple[int, ...]  # S of each operand (a variadic all_reduce has several)
     executions: int  # per run of the program
     loop_unknown: bool  # inside a loop whose trip count is not known (counted once)
     location: SourceLoc | None
@@ -136,6 +151,7 @@ class Plan:
     mesh: Mesh
     steps: tuple[Step, ...]
     host_calls: tuple[HostCall, ...] = ()
+    xla: XlaRuns | None = None  # what XLA runs for each step (plan_xla.plan_with_xla)
 
     def totals(self) -> dict[str, float]:
         """Bytes per device per run: sent, received and the minimum, loops counted;
@@ -275,7 +291,7 @@ def _increment(body, position: int) -> int | None:
     return None
 
 
-def _axes_holding(mesh: Mesh, pairs: np.ndarray) -> tuple[str, ...] | None:
+def axes_holding(mesh: Mesh, pairs: np.ndarray) -> tuple[str, ...] | None:
     """The fewest mesh axes (first in mesh order) whose groups hold every pair."""
     for count in range(1, len(mesh.axis_names) + 1):
         for axes in itertools.combinations(mesh.axis_names, count):
@@ -298,7 +314,7 @@ def _step(
     kind = COLLECTIVE_OPS[op.name]
     if kind == "collective_permute":
         groups = ir.dense_int_matrix(op.attributes["source_target_pairs"])
-        axes = _axes_holding(mesh, groups)
+        axes = axes_holding(mesh, groups)
     else:
         try:  # dense, or mesh axes (to-partitions' default)
             groups, axes = hlo.read_groups(op.attributes["replica_groups"], meshes)
@@ -308,8 +324,11 @@ def _step(
             groups = np.arange(mesh.size, dtype=np.int64).reshape(1, -1)
         if axes is None:
             axes = names.get(groups_key(groups))
-    payload = max(sum(_bytes(v.type) for v in op.operands), sum(_bytes(r.type) for r in op.results))
-    return Step(kind, axes, groups, payload, executions, unknown, ir.source_loc(op.location))
+    operands = [_bytes(v.type) for v in op.operands]
+    results = [_bytes(r.type) for r in op.results]
+    payload = max(sum(operands), sum(results))
+    parts = tuple(map(max, operands, results)) if len(operands) == len(results) else (payload,)
+    return Step(kind, axes, groups, payload, parts, executions, unknown, ir.source_loc(op.location))
 
 
 def _host_call(op: ir.Operation, executions: int, unknown: bool) -> HostCall:
@@ -359,7 +378,12 @@ def _where(location: SourceLoc | None) -> str:
 
 
 def format_table(plan: Plan) -> str:
+    """One row per collective (with what XLA runs for it when the plan has XLA's
+    side), the totals, the host round-trips; then XLA's collectives."""
     header = ("#", "op", "axes", "groups", "per run", "sent", "received", "minimum", "source")
+    xla = plan.xla if plan.xla is not None and plan.xla.unavailable is None else None
+    if xla is not None:
+        header = (*header, "XLA runs")
     rows = []
     for index, step in enumerate(plan.steps, 1):
         groups = (
@@ -380,6 +404,7 @@ def format_table(plan: Plan) -> str:
                 format_bytes(step.received()),
                 format_bytes(step.minimum()),
                 where,
+                *([xla.cell(index - 1)] if xla is not None else []),
             )
         )
     totals = plan.totals()
@@ -401,6 +426,8 @@ def format_table(plan: Plan) -> str:
     out.extend(_host_call_lines(plan))
     if any(item.loop_unknown for item in (*plan.steps, *plan.host_calls)):
         out.append("?: inside a loop whose trip count is unknown, counted once")
+    if plan.xla is not None:
+        out.extend(["", *plan.xla.lines(totals)])
     return "\n".join(out) + "\n"
 
 

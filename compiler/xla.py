@@ -181,6 +181,17 @@ def compiled_hlo_text(executable) -> str:
     return executable.hlo_modules()[0].to_string()
 
 
+def optimized_hlo_text(executable) -> str | None:
+    """The HLO XLA compiled and scheduled, after all of its passes: what the
+    executable runs (the communication plan's XLA side); None when the executable
+    gives none (a PJRT plugin may not implement it)."""
+    try:
+        modules = executable.hlo_modules()
+    except (AttributeError, NotImplementedError, RuntimeError):  # XlaRuntimeError included
+        return None
+    return modules[0].to_string() if modules else None
+
+
 def use_host_devices(count: int) -> None:
     """Ask for `count` virtual CPU devices (before JAX starts its CPU backend)."""
     from pmapc.errors import DeviceError

@@ -6,6 +6,8 @@ every stage of pmapc's pipeline, and what `jax.stages.Lowered` has (`in_tree`,
 `compiler_ir(dialect)`, `cost_analysis()`, `compile(compiler_options)`). Its
 `compile()` gives a `Compiled`, which checks a call's pytree and argument types
 as `jax.stages.Compiled` does (with JAX 0.4.30's messages) before it runs.
+`Lowered.plan()` is the communication plan of what pmapc emits; `Compiled.plan()`
+adds, next to each collective, what XLA runs for it.
 Typed PRNG keys pass through as keys: the program takes and returns their data.
 """
 
@@ -18,7 +20,7 @@ from typing import TypeAlias
 import jax
 
 from pmapc import ir
-from pmapc.compiler import driver, processes, runtime, xla
+from pmapc.compiler import driver, plan_xla, processes, runtime, xla
 from pmapc.errors import DeviceError
 from pmapc.lowering import jax_api, trace
 from pmapc.lowering.locations import at_user_call_site
@@ -154,7 +156,8 @@ class Lowered(_Signed):
 
     def plan(self):
         """The communication plan: which devices talk in each collective and the bytes
-        they move (`compiler/plan.py`); print `.table()`, draw `.svg()`."""
+        they move (`compiler/plan.py`); print `.table()`, draw `.svg()`. These are the
+        collectives pmapc emits; `compile().plan()` adds what XLA runs for each."""
         return self.compilation.plan()
 
     def compile(self, compiler_options: dict | None = None) -> Compiled:
@@ -166,7 +169,7 @@ class Lowered(_Signed):
             )
         except DeviceError as error:
             raise at_user_call_site(error) from None
-        return Compiled(executable, self.signature)
+        return Compiled(executable, self.signature, self.compilation)
 
     def _stage_op(self, stage: str) -> ir.Operation:
         names = self.compilation.stage_names
@@ -179,9 +182,12 @@ class Lowered(_Signed):
 class Compiled(_Signed):
     """An XLA executable for one signature; call it with the same kinds of arguments."""
 
-    def __init__(self, executable, signature: CallSignature):
+    def __init__(
+        self, executable, signature: CallSignature, compilation: driver.Compilation | None = None
+    ):
         self.executable = executable
         self.signature = signature
+        self.compilation = compilation
         self._keys_in = [jax_api.is_key_dtype(aval.dtype) for aval in signature.in_avals]
         self._keys_out = [
             aval.dtype if jax_api.is_key_dtype(aval.dtype) else None for aval in signature.out_avals
@@ -223,6 +229,15 @@ class Compiled(_Signed):
         """XLA's memory statistics of the per-device program (argument, output, temp
         and generated-code sizes in bytes)."""
         return xla.memory_analysis(self.executable.loaded)
+
+    def plan(self):
+        """The communication plan (`Lowered.plan()`'s) with, next to each collective,
+        the collective(s) XLA runs for it after its own passes (combined, split, made
+        async; `compiler/plan_xla.py`), and XLA's totals beside pmapc's."""
+        if self.compilation is None:
+            raise ValueError("this Compiled was made without its lowering; it has no plan")
+        hlo_text = xla.optimized_hlo_text(self.executable.loaded)
+        return plan_xla.plan_with_xla(self.compilation.module, hlo_text)
 
     def runtime_executable(self):
         """XLA's loaded executable."""

@@ -1,4 +1,4 @@
-"""`pmapc plan IN.mlir [--svg FILE] [--picture] [-o OUT]`: the communication plan.
+"""`pmapc plan IN.mlir [--xla] [--svg FILE] [--picture] [-o OUT]`: the communication plan.
 
 IN is pmapc IR (the default pipeline runs first) or a lowered module in either
 target form. Prints one row per collective: its op, the mesh axes its groups
@@ -7,7 +7,10 @@ device sends and receives, the bandwidth minimum, and the source line; then
 the totals per run (compiler/plan.py defines each number), and each host
 callback's round-trip to the Python process with its bytes. `--picture` adds
 the mesh as a grid per collective, a letter per group; `--svg FILE` writes
-the same picture as SVG.
+the same picture as SVG. `--xla` compiles the module for the mesh's devices (on
+CPU, as many virtual devices as the mesh needs) and puts next to each row the
+collective(s) XLA runs for it after its own passes, then XLA's collectives and
+the totals both ways (compiler/plan_xla.py).
 """
 
 from __future__ import annotations
@@ -15,10 +18,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pmapc.compiler import plan
+from pmapc.compiler import plan, plan_xla, xla
 from pmapc.errors import PmapcError
 from pmapc.tools.common import read_input, report_error, write_output
-from pmapc.tools.run_cmd import compile_module
+from pmapc.tools.run_cmd import compile_module, prepare
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -28,6 +31,11 @@ def build_parser() -> argparse.ArgumentParser:
         "of a module, and how many bytes move.",
     )
     parser.add_argument("input", help="a .mlir module (pmapc IR or lowered; '-': stdin)")
+    parser.add_argument(
+        "--xla",
+        action="store_true",
+        help="compile for the mesh's devices and show the collectives XLA runs for each",
+    )
     add_picture_options(parser)
     parser.add_argument("-o", dest="output", default="-", help="output file ('-': stdout)")
     return parser
@@ -48,7 +56,7 @@ def main(argv: list[str]) -> int:
     if text is None:
         return 1
     try:
-        result = plan.plan_of(compile_module(text, None, args.input).module)
+        result = plan_of(compile_module(text, None, args.input), args.xla)
     except (PmapcError, ValueError) as error:
         return report_error("pmapc plan", error, filename=args.input)
     write_output(
@@ -56,6 +64,16 @@ def main(argv: list[str]) -> int:
         render(result, args.picture, args.svg, color=args.output == "-" and sys.stdout.isatty()),
     )
     return 0
+
+
+def plan_of(compilation, with_xla: bool) -> plan.Plan:
+    """The plan of a compilation; `with_xla`: compiled for the mesh's devices, with
+    what XLA runs for each collective."""
+    if not with_xla:
+        return plan.plan_of(compilation.module)
+    executable = prepare(compilation, None)
+    hlo_text = xla.optimized_hlo_text(executable.loaded)
+    return plan_xla.plan_with_xla(compilation.module, hlo_text)
 
 
 def render(result: plan.Plan, picture: bool, svg: str | None, color: bool = False) -> str:
