@@ -160,6 +160,7 @@ class Lowered(_Signed):
         collectives pmapc emits; `compile().plan()` adds what XLA runs for each."""
         return self.compilation.plan()
 
+    @jax_api.api_boundary
     def compile(self, compiler_options: dict | None = None) -> Compiled:
         """XLA-compile for the mesh's devices; `compiler_options` are XLA options by
         name, as for `jax.stages.Lowered.compile`."""
@@ -193,6 +194,7 @@ class Compiled(_Signed):
             aval.dtype if jax_api.is_key_dtype(aval.dtype) else None for aval in signature.out_avals
         ]
 
+    @jax_api.api_boundary
     def __call__(self, *args, **kwargs):
         """Call with the arguments of the signature this was compiled for; static
         arguments may be passed again (they are ignored) or left out."""
