@@ -7,6 +7,8 @@ along either axis or both. It composes with `jax.jit`, `grad` and `vmap`;
 that calls it.
 """
 
+from importlib import metadata as _metadata
+
 from pmapc.api import MappedFunction, lower, pmap, use_host_devices
 from pmapc.errors import (
     ArgumentError,
@@ -20,6 +22,12 @@ from pmapc.errors import (
 )
 from pmapc.stages import Compiled, Lowered
 
+try:
+    # The version is written once, in pyproject.toml; the installed metadata has it.
+    __version__ = _metadata.version("pmapc")
+except _metadata.PackageNotFoundError:  # imported from a tree that was never installed
+    __version__ = "0+unknown"
+
 __all__ = [
     "ArgumentError",
     "AxisError",
@@ -32,6 +40,7 @@ __all__ = [
     "PmapcError",
     "ShapeError",
     "UnsupportedError",
+    "__version__",
     "lower",
     "pmap",
     "use_host_devices",

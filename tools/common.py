@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
+from collections.abc import Iterator
 
-from pmapc.errors import DiagnosticError, PmapcError
+from pmapc.errors import DiagnosticError, PmapcError, SourceLoc
 
 
 def read_input(path: str, prog: str) -> str | None:
@@ -49,8 +52,47 @@ def report_error(prog: str, error: Exception, filename: str | None = None) -> in
         print(error.render(filename), file=sys.stderr)
         return 1
     if isinstance(error, PmapcError) and error.location is not None:
-        location = error.location
-        print(f"{location.file}:{location.line}: error: {error.message}", file=sys.stderr)
+        print(f"{render_location(error.location)}: error: {error.message}", file=sys.stderr)
         return 1
     print(f"{prog}: error: {error}", file=sys.stderr)
     return 1
+
+
+def render_location(location: SourceLoc) -> str:
+    """`file:line:col`, `file:line` or `file`: as much as is known (0 is unknown)."""
+    if location.line <= 0:
+        return location.file
+    if location.col <= 0:
+        return f"{location.file}:{location.line}"
+    return str(location)
+
+
+@contextlib.contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """Send what is written to stdout inside the block to stderr: Python's `print`
+    (sys.stdout) and writes to file descriptor 1 (a C library's, a subprocess's)."""
+    sys.stdout.flush()
+    saved = _point_fd(1, at=2)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stderr.flush()
+        if saved is not None:
+            os.dup2(saved, 1)
+            os.close(saved)
+
+
+def _point_fd(fd: int, at: int) -> int | None:
+    """Make `fd` write where `at` does; return a copy of the old `fd` to restore, or
+    None where either is closed."""
+    try:
+        saved = os.dup(fd)
+    except OSError:
+        return None
+    try:
+        os.dup2(at, fd)
+    except OSError:
+        os.close(saved)
+        return None
+    return saved

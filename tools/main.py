@@ -1,18 +1,25 @@
-"""The `pmapc` command: `pmapc opt | trace | run | plan ...`."""
+"""The `pmapc` command: `pmapc opt | trace | run | plan ...`, `pmapc --version`."""
 
 from __future__ import annotations
 
 import os
+import platform
 import sys
 import traceback
+from importlib import metadata
 
 USAGE = """usage: pmapc <command> [options]
+       pmapc --version
 
 commands:
   opt     run passes on a pmapc-IR (.mlir) module (mlir-opt conventions)
   trace   trace a Python function decorated with pmapc.pmap to pmapc IR
   run     compile a module for its mesh, run it on devices, write outputs as .npy
   plan    print which devices talk in each collective, and the bytes they move
+
+options:
+  -h, --help     print this message
+  -V, --version  print the versions of pmapc, JAX, jaxlib and Python
 
 'pmapc <command> --help' describes each command."""
 
@@ -21,6 +28,9 @@ def main(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE)
         return 0 if argv else 1
+    if argv[0] in ("-V", "--version"):
+        print(version_line())
+        return 0
     command, rest = argv[0], argv[1:]
     if command == "opt":
         from pmapc.tools import opt
@@ -40,6 +50,22 @@ def main(argv: list[str]) -> int:
         return plan_cmd.main(rest)
     print(f"pmapc: error: unknown command '{command}'\n{USAGE}", file=sys.stderr)
     return 1
+
+
+def version_line() -> str:
+    """`pmapc 0.1.0 (jax 0.10.2, jaxlib 0.10.2, Python 3.11.9)`, each from the installed
+    packages' metadata."""
+    from pmapc import __version__
+
+    jax = ", ".join(f"{name} {_installed(name)}" for name in ("jax", "jaxlib"))
+    return f"pmapc {__version__} ({jax}, Python {platform.python_version()})"
+
+
+def _installed(distribution: str) -> str:
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return "not installed"
 
 
 def entry_point() -> None:

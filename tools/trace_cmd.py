@@ -3,34 +3,45 @@
 FUNC names a function defined at the top level of FILE.py, traced the way
 `jax.make_jaxpr` traces: a `pmapc.pmap` function, a plain function that calls
 one (with other JAX ops around it), or a `jax.jit` of either. Each `--arg`
-gives one positional argument's dtype and shape. `--emit=pmapc`
-(default) prints the traced IR, `--emit=spmd` the SPMD StableHLO after all
-passes, `--emit=hlo` XLA's HLO of it (what XLA optimizes and runs),
-`--emit=PASS` the IR after that pass, `--emit=plan` the communication plan (as
-`pmapc plan`, with its `--picture` and `--svg FILE`). `--replica-groups=dense`
-writes every collective's groups as device ids instead of mesh axes.
+gives one positional argument's dtype and shape; `--static INDEX=VALUE` gives
+positional argument INDEX as a Python literal, static (a `pmapc.pmap`
+function's static_broadcasted_argnums, or `jax.jit`'s static_argnums for any
+other function), and the `--arg`s fill the other positions in order.
+`--emit=pmapc` (default) prints the traced IR, `--emit=spmd` the SPMD
+StableHLO after all passes, `--emit=hlo` XLA's HLO of it (what XLA optimizes
+and runs), `--emit=PASS` the IR after that pass, `--emit=plan` the
+communication plan (as `pmapc plan`, with its `--picture` and `--svg FILE`).
+`--replica-groups=dense` writes every collective's groups as device ids
+instead of mesh axes.
+
+Stdout holds only that output: FILE.py runs while it is imported and traced,
+and what it prints goes to stderr, so `pmapc trace f.py:g | pmapc opt -`
+works. An error about FILE.py or FUNC (a file Python cannot load, a missing
+function, a bad `--static`, an exception its code raises) names the user's
+file and line.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import os
+import ast
 import re
 import sys
+from collections.abc import Callable
 
 import numpy as np
 
 import pmapc
 from pmapc import ir
 from pmapc.errors import PmapcError, SourceLoc
-from pmapc.lowering.locations import innermost_user_line
 from pmapc.passes.to_partitions import DEFAULT_GROUP_FORM, GROUP_FORMS
 from pmapc.tools import plan_cmd
-from pmapc.tools.common import report_error, write_output
+from pmapc.tools.common import report_error, stdout_to_stderr, write_output
+from pmapc.tools.user_file import TraceInputError, load_function, user_code_error
 
 _ARG = re.compile(r"^(bool|[fiu]\d+|bf16)\[([0-9, ]*)\]$")
 _DTYPES = {"bool": "bool", "bf16": "bfloat16"}
+_STATIC = re.compile(r"^\s*([0-9]+)\s*=(.*)$", re.DOTALL)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,6 +55,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="TYPE[SHAPE]",
         help="an argument's dtype and shape, e.g. f32[2,4,8]; once per argument",
+    )
+    parser.add_argument(
+        "--static",
+        action="append",
+        default=[],
+        metavar="INDEX=VALUE",
+        help="positional argument INDEX as a static Python literal, e.g. 2=8 or "
+        "1=\"'sum'\"; the --args fill the other positions in order",
     )
     parser.add_argument(
         "--emit",
@@ -70,39 +89,41 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
+    color = args.output == "-" and sys.stdout.isatty()
     try:
-        function = load_function(args.target)
-        arguments = [parse_arg(text) for text in args.arg]
-        lowered = traced(function, arguments, args.replica_groups)
-        if args.emit == "plan":
-            text = plan_cmd.render(
-                lowered.plan(),
-                args.picture,
-                args.svg,
-                color=args.output == "-" and sys.stdout.isatty(),
-            )
-        else:
-            text = emit(lowered, args.emit, args.mlir_print_debuginfo)
+        # The user's file runs while it is imported and traced: what it prints is
+        # not the IR, so it goes to stderr and stdout holds only what was asked for.
+        with stdout_to_stderr():
+            text = trace_and_emit(args, color)
     except (PmapcError, ValueError) as error:
         return report_error("pmapc trace", error)
     write_output(args.output, text)
     return 0
 
 
-class UserCodeError(PmapcError):
-    """The traced function raised: its exception, at the user's line."""
+def trace_and_emit(args: argparse.Namespace, color: bool) -> str:
+    """The text `pmapc trace` prints for `args`."""
+    function, definition = load_function(args.target)
+    arrays = [parse_arg(text) for text in args.arg]
+    statics = parse_statics(args.static, definition)
+    check_statics(function, statics, len(arrays) + len(statics), definition)
+    arguments = call_arguments(arrays, statics, definition)
+    path = args.target.rpartition(":")[0]
+    lowered = traced(with_statics(function, statics), arguments, args.replica_groups, path)
+    if args.emit == "plan":
+        return plan_cmd.render(lowered.plan(), args.picture, args.svg, color=color)
+    return emit(lowered, args.emit, args.mlir_print_debuginfo)
 
 
-def traced(function, arguments, replica_groups: str = DEFAULT_GROUP_FORM):
-    """`pmapc.lower` of the function; an exception its code raises becomes one line."""
+def traced(function, arguments, replica_groups: str, path: str):
+    """`pmapc.lower` of the function of `path`; an exception its code raises becomes
+    one line."""
     try:
         return pmapc.lower(function, *arguments, replica_groups=replica_groups)
     except PmapcError:
         raise
     except Exception as error:  # the user's code failed while being traced
-        message = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
-        where = innermost_user_line(error.__traceback__)
-        raise UserCodeError(message, SourceLoc(where[0], where[1], 0) if where else None) from None
+        raise user_code_error(error, path) from None
 
 
 def emit(lowered, stage: str, debug_info: bool) -> str:
@@ -125,28 +146,95 @@ def emit(lowered, stage: str, debug_info: bool) -> str:
     return lowered.compilation.stage_text(stage)
 
 
-def load_function(target: str):
-    """The function FUNC of FILE.py (the file runs as a module, not __main__)."""
-    path, sep, name = target.rpartition(":")
-    if not sep or not path or not name:
-        raise ValueError(f"'{target}' must be FILE.py:FUNC, e.g. examples/quickstart.py:step")
-    if not os.path.isfile(path):
-        raise ValueError(f"no such file '{path}'")
-    spec = importlib.util.spec_from_file_location("_pmapc_traced_module", path)
-    if spec is None or spec.loader is None:
-        raise ValueError(f"'{path}' is not a Python file Python can load; name a .py file")
-    module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
-    spec.loader.exec_module(module)
-    function = getattr(module, name, None)
-    if function is None:
-        raise ValueError(f"'{path}' defines no '{name}'")
-    if not callable(function):
-        raise ValueError(
-            f"'{name}' in '{path}' is a {type(function).__name__}, not a "
-            "function; name a function that calls pmapc.pmap"
+def parse_statics(texts: list[str], definition: SourceLoc) -> dict[int, object]:
+    """`--static INDEX=VALUE`s as {index: value}, each value a Python literal."""
+    statics: dict[int, object] = {}
+    for text in texts:
+        match = _STATIC.match(text)
+        if match is None:
+            raise TraceInputError(
+                f"bad --static '{text}'; write INDEX=VALUE, INDEX counted from 0: e.g. "
+                "--static 2=8 for the third positional argument",
+                definition,
+            )
+        index, value_text = int(match.group(1)), match.group(2)
+        if index in statics:
+            raise TraceInputError(f"--static gives argument {index} twice", definition)
+        statics[index] = static_value(text, value_text, definition)
+    return statics
+
+
+def static_value(text: str, value_text: str, definition: SourceLoc) -> object:
+    try:
+        value = ast.literal_eval(value_text.strip())
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        raise TraceInputError(
+            f"bad --static '{text}': '{value_text}' is not a Python literal; write a "
+            "number, a quoted string, a tuple, True, False or None (e.g. --static 2=8, "
+            "--static 1=\"'sum'\")",
+            definition,
+        ) from None
+    try:
+        hash(value)
+    except TypeError:
+        raise TraceInputError(
+            f"bad --static '{text}': a static argument must be hashable, got a "
+            f"{type(value).__name__}; write a tuple instead of a list",
+            definition,
+        ) from None
+    return value
+
+
+def check_statics(
+    function: Callable, statics: dict[int, object], count: int, definition: SourceLoc
+) -> None:
+    """A `pmapc.pmap` function's static arguments, of `count` positional ones, are its
+    static_broadcasted_argnums."""
+    if not isinstance(function, pmapc.MappedFunction):
+        return
+    declared = {index % count if index < 0 else index for index in function.spec.static_argnums}
+    name = function.spec.name
+    mapped = sorted(set(statics) - declared)
+    if mapped:
+        raise TraceInputError(
+            f"--static {mapped[0]}: argument {mapped[0]} of '{name}' is mapped, not static "
+            f"(its static_broadcasted_argnums are {tuple(sorted(declared))}); give it as an --arg",
+            definition,
         )
-    return function
+    missing = sorted(declared - set(statics))
+    if missing:
+        raise TraceInputError(
+            f"'{name}' has static_broadcasted_argnums={tuple(sorted(declared))}: give "
+            f"argument {missing[0]} a value with --static {missing[0]}=VALUE",
+            definition,
+        )
+
+
+def call_arguments(
+    arrays: list[np.ndarray], statics: dict[int, object], definition: SourceLoc
+) -> list:
+    """The positional arguments: each static at its index, the arrays in order around them."""
+    count = len(arrays) + len(statics)
+    for index in sorted(statics):
+        if index >= count:
+            raise TraceInputError(
+                f"--static {index}: the call has {count} positional argument(s) "
+                f"({len(arrays)} --arg, {len(statics)} --static), so argument {index} "
+                "would leave a gap; give an --arg or --static for every argument before it",
+                definition,
+            )
+    dynamic = iter(arrays)
+    return [statics[i] if i in statics else next(dynamic) for i in range(count)]
+
+
+def with_statics(function: Callable, statics: dict[int, object]) -> Callable:
+    """`function` staged with its static arguments static (as `jax.jit`'s
+    static_argnums); a `pmapc.pmap` function already knows its own."""
+    if not statics or isinstance(function, pmapc.MappedFunction):
+        return function
+    import jax
+
+    return jax.jit(function, static_argnums=tuple(sorted(statics)))
 
 
 def parse_arg(text: str) -> np.ndarray:

@@ -23,10 +23,17 @@ config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = config.test_source_root
 
 # lit kills a test that runs too long only where it can kill the whole process
-# tree (psutil on Linux); without that, a timeout would crash lit instead.
+# tree (psutil, which the test extras install); without that, a timeout would
+# crash lit instead, so the suite runs without one and says so.
 TIMEOUT_SECONDS = 60
-if lit_config.maxIndividualTestTimeIsSupported[0]:
+timeout_supported, why_not = lit_config.maxIndividualTestTimeIsSupported
+if timeout_supported:
     config.maxIndividualTestTime = TIMEOUT_SECONDS
+else:
+    lit_config.warning(
+        f"no per-test timeout ({TIMEOUT_SECONDS} s): {why_not} "
+        "(pip install -e '.[test]' installs psutil)"
+    )
 
 
 def find_tool(name):

@@ -3,10 +3,13 @@
 import pathlib
 import subprocess
 import sys
+import textwrap
+from importlib import metadata
 
 import numpy as np
 import pytest
 
+import pmapc
 from pmapc.compiler import xla
 from pmapc.tools.main import main
 
@@ -77,9 +80,13 @@ def test_trace_emits_spmd(capsys):
         (["trace", "nofile.py:f", "--arg", "f32[2]"], "no such file"),
         (
             ["trace", f"{ROOT / 'examples' / 'nested_2x4.mlir'}:f", "--arg", "f32[2]"],
-            "is not a Python file Python can load; name a .py file",
+            "nested_2x4.mlir: error: Python cannot load this file as a module; name a .py file",
         ),
-        (["trace", f"{QUICKSTART}:missing", "--arg", "f32[2]"], "defines no 'missing'"),
+        (
+            ["trace", f"{QUICKSTART}:missing", "--arg", "f32[2]"],
+            "quickstart.py: error: no top-level function 'missing' in this file; "
+            "its functions are step, main",
+        ),
         (
             ["trace", f"{QUICKSTART}:main", "--arg", "f32[2]"],
             "TypeError: main() takes 0 positional arguments but 1 was given",
@@ -96,6 +103,133 @@ def test_trace_errors(argv, message, capsys):
     assert main(argv) == 1
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("flag", ["--version", "-V"])
+def test_version_is_the_installed_packages(flag, capsys):
+    """One version, pyproject.toml's, read from the installed metadata by both."""
+    assert main([flag]) == 0
+    installed = metadata.version("pmapc")
+    assert pmapc.__version__ == installed
+    out = capsys.readouterr().out
+    assert out.startswith(f"pmapc {installed} (jax {metadata.version('jax')}, jaxlib ")
+    assert "--version" in main_usage(capsys)
+
+
+def main_usage(capsys) -> str:
+    assert main(["--help"]) == 0
+    return capsys.readouterr().out
+
+
+PRINTS_AT_IMPORT = """
+    import os
+    from functools import partial
+
+    import jax
+
+    import pmapc
+
+    print("printed at import")
+    os.write(1, b"written to fd 1 at import\\n")
+
+
+    @partial(pmapc.pmap, axis_name="data", static_broadcasted_argnums=1)
+    def step(x, scale):
+        print("printed while tracing")
+        return jax.lax.psum(x * scale, "data")
+
+
+    def rows(x, count, how):
+        return step(x.reshape(count, -1), {"double": 2.0, "half": 0.5}[how])
+"""
+
+
+@pytest.fixture
+def prints_at_import(tmp_path) -> pathlib.Path:
+    path = tmp_path / "prints_at_import.py"
+    path.write_text(textwrap.dedent(PRINTS_AT_IMPORT))
+    return path
+
+
+def test_trace_stdout_holds_only_the_ir(prints_at_import, tmp_path, capfd):
+    """What the traced file prints goes to stderr: `pmapc trace f.py:g > a.mlir &&
+    pmapc opt a.mlir` works."""
+    argv = ["trace", f"{prints_at_import}:step", "--arg", "f32[2,4]", "--static", "1=3.0"]
+    assert main(argv) == 0
+    out, err = capfd.readouterr()
+    assert out.startswith("module @step {")
+    assert "printed" not in out and "written" not in out
+    for printed in ("printed at import", "written to fd 1 at import", "printed while tracing"):
+        assert printed in err
+    traced = tmp_path / "a.mlir"
+    traced.write_text(out)
+    assert main(["opt", str(traced), "--pmapc-to-stablehlo"]) == 0
+    assert "stablehlo.all_reduce" in capfd.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("function", "arguments", "expected"),
+    [
+        # A pmapc.pmap function's static_broadcasted_argnums.
+        ("step", ["--arg", "f32[2,4]", "--static", "1=3.0"], "stablehlo.constant dense<3.0"),
+        # A plain function's static arguments, anywhere among the --args.
+        (
+            "rows",
+            ["--arg", "f32[8]", "--static", "1=4", "--static", "2='half'"],
+            "(tensor<8xf32>) -> tensor<4x2xf32>",
+        ),
+        (
+            "rows",
+            ["--static", "2='double'", "--arg", "f32[8]", "--static", "1=2"],
+            "(tensor<8xf32>) -> tensor<2x4xf32>",
+        ),
+    ],
+)
+def test_trace_static_arguments(function, arguments, expected, prints_at_import, capsys):
+    assert main(["trace", f"{prints_at_import}:{function}", *arguments]) == 0
+    assert expected in capsys.readouterr().out
+
+
+def line_of(path: pathlib.Path, text: str) -> int:
+    return next(n for n, line in enumerate(path.read_text().splitlines(), 1) if text in line)
+
+
+@pytest.mark.parametrize(
+    ("function", "arguments", "where", "message"),
+    [
+        ("stpe", [], "", "no top-level function 'stpe' in this file; did you mean 'step' (line "),
+        ("step", ["--static", "1=x"], "def step", "bad --static '1=x': 'x' is not a Python"),
+        ("step", ["--static", "1=[1]"], "def step", "a static argument must be hashable"),
+        ("step", ["--static=-1=2"], "def step", "write INDEX=VALUE, INDEX counted from 0"),
+        ("step", ["--static", "1=2", "--static", "1=3"], "def step", "gives argument 1 twice"),
+        ("step", [], "def step", "give argument 1 a value with --static 1=VALUE"),
+        ("rows", ["--arg", "f32[8]", "--static", "5=2"], "def rows", "would leave a gap"),
+        (
+            "rows",
+            ["--arg", "f32[8]", "--static", "1=3", "--static", "2='half'"],
+            "return step",
+            "TypeError: cannot reshape array of shape (8,) (size 8) into shape (3, -1)",
+        ),
+    ],
+)
+def test_trace_errors_name_the_users_line(
+    function, arguments, where, message, prints_at_import, capsys
+):
+    assert main(["trace", f"{prints_at_import}:{function}", *arguments]) == 1
+    err = capsys.readouterr().err.splitlines()[-1]
+    line = f":{line_of(prints_at_import, where)}" if where else ""
+    assert err.startswith(f"{prints_at_import}{line}:")
+    assert ": error: " in err and message in err
+
+
+def test_lit_can_time_out_a_test():
+    """lit applies tests/lit/lit.cfg.py's per-test timeout only with psutil, which the
+    test extras install."""
+    import lit.util
+
+    test_extra = [r for r in metadata.requires("pmapc") or [] if 'extra == "test"' in r]
+    assert any(r.startswith("psutil") for r in test_extra)
+    assert lit.util.killProcessAndChildrenIsSupported()[0]
 
 
 def test_run_writes_results(tmp_path, capsys):
