@@ -40,20 +40,23 @@ from pmapc.tools.common import read_input, write_output
 SPLIT_MARKER = re.compile(r"^// -----[ \t]*$", flags=re.M)
 
 
-# The on/off flags, as mlir-opt spells them (and pmapc's older short names).
+# The on/off flags, as mlir-opt spells them (and pmapc's older short names): opt's
+# own, then MLIR's instrumentation (pmapc trace takes those too).
 SWITCHES = (
     ("--split-input-file", (), "split the input at '// -----' lines and process each chunk"),
     ("--verify-diagnostics", (), "check diagnostics against 'expected-error' comments"),
+    ("--mlir-print-debuginfo", (), "print locations in the output and the IR dumps"),
+    ("--list-passes", (), "list the passes and exit"),
+)
+INSTRUMENTATION_SWITCHES = (
     ("--mlir-print-ir-before-all", (), "print the IR before each pass on stderr"),
     ("--mlir-print-ir-after-all", ("--print-ir-after-all",), "print the IR after each pass"),
     ("--mlir-print-ir-after-change", (), "print the IR after each pass that changed it"),
     ("--mlir-print-ir-after-failure", (), "print the IR after a pass that failed"),
     ("--mlir-print-ir-module-scope", (), "print the whole module in every IR dump"),
-    ("--mlir-print-debuginfo", (), "print locations in the output and the IR dumps"),
     ("--mlir-timing", (), "print MLIR's execution time report of the passes on stderr"),
     ("--mlir-pass-statistics", (), "print MLIR's pass statistics on stderr"),
     ("--dump-pass-pipeline", (), "print the pass pipeline, options spelled out, on stderr"),
-    ("--list-passes", (), "list the passes and exit"),
 )
 
 
@@ -71,14 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
         )
     for flag, aliases, helptext in SWITCHES:
         parser.add_argument(flag, *aliases, action="store_true", help=helptext)
-    for when in ("before", "after"):
-        parser.add_argument(
-            f"--mlir-print-ir-{when}",
-            action="append",
-            default=[],
-            metavar="PASS",
-            help=f"print the IR {when} each pass named PASS (repeatable)",
-        )
+    add_instrumentation_flags(parser)
     parser.add_argument(
         "--verify-each",
         type=_boolean,
@@ -89,6 +85,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="verify after each pass (default true); false: only the result",
     )
     return parser
+
+
+def add_instrumentation_flags(parser: argparse.ArgumentParser) -> None:
+    """MLIR's `--mlir-print-ir-*`, `--mlir-timing`, `--mlir-pass-statistics` and
+    `--dump-pass-pipeline` flags (`instrumentation_of` and `dumps_of` read them)."""
+    for flag, aliases, helptext in INSTRUMENTATION_SWITCHES:
+        parser.add_argument(flag, *aliases, action="store_true", help=helptext)
+    for when in ("before", "after"):
+        parser.add_argument(
+            f"--mlir-print-ir-{when}",
+            action="append",
+            default=[],
+            metavar="PASS",
+            help=f"print the IR {when} each pass named PASS (repeatable)",
+        )
 
 
 def _boolean(text: str) -> bool:
@@ -171,20 +182,25 @@ def run_checked(module, passes, args) -> None:
         passes,
         verify_each=args.verify_each,
         instrumentation=instrumentation_of(args),
-        dumps=IRDumps(
-            frozenset(args.mlir_print_ir_before),
-            frozenset(args.mlir_print_ir_after),
-            args.mlir_print_debuginfo,
-        ),
+        dumps=dumps_of(args),
     )
     if changed and original is not None:
         verify_result(module, original, passes)
 
 
+def dumps_of(args) -> IRDumps:
+    """The passes the flags ask to print the IR around."""
+    return IRDumps(
+        frozenset(args.mlir_print_ir_before),
+        frozenset(args.mlir_print_ir_after),
+        args.mlir_print_debuginfo,
+    )
+
+
 def instrumentation_of(args) -> ir.Instrumentation:
     """MLIR's instrumentation the flags ask for."""
     return ir.Instrumentation(
-        verify_each=args.verify_each,
+        verify_each=getattr(args, "verify_each", True),
         print_before_all=args.mlir_print_ir_before_all,
         print_after_all=args.mlir_print_ir_after_all,
         print_after_change=args.mlir_print_ir_after_change,

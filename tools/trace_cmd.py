@@ -12,7 +12,10 @@ StableHLO after all passes, `--emit=hlo` XLA's HLO of it (what XLA optimizes
 and runs), `--emit=PASS` the IR after that pass, `--emit=plan` the
 communication plan (as `pmapc plan`, with its `--picture` and `--svg FILE`).
 `--replica-groups=dense` writes every collective's groups as device ids
-instead of mesh axes.
+instead of mesh axes. `pmapc opt`'s MLIR instrumentation flags
+(`--mlir-print-ir-after-all`, `--mlir-print-ir-after=PASS`, `--mlir-timing`,
+...) run the passes once more on the traced IR and print on stderr what
+`pmapc opt` prints for them.
 
 Stdout holds only that output: FILE.py runs while it is imported and traced,
 and what it prints goes to stderr, so `pmapc trace f.py:g | pmapc opt -`
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import dataclasses
 import re
 import sys
 from collections.abc import Callable
@@ -33,9 +37,10 @@ import numpy as np
 
 import pmapc
 from pmapc import ir
+from pmapc.compiler import pipeline
 from pmapc.errors import PmapcError, SourceLoc
 from pmapc.passes.to_partitions import DEFAULT_GROUP_FORM, GROUP_FORMS
-from pmapc.tools import plan_cmd
+from pmapc.tools import opt, plan_cmd
 from pmapc.tools.common import report_error, stdout_to_stderr, write_output
 from pmapc.tools.user_file import TraceInputError, load_function, user_code_error
 
@@ -84,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="print locations (the user's file and line)",
     )
     plan_cmd.add_picture_options(parser)
+    opt.add_instrumentation_flags(parser)
     return parser
 
 
@@ -110,6 +116,7 @@ def trace_and_emit(args: argparse.Namespace, color: bool) -> str:
     arguments = call_arguments(arrays, statics, definition)
     path = args.target.rpartition(":")[0]
     lowered = traced(with_statics(function, statics), arguments, args.replica_groups, path)
+    instrument(lowered.compilation, args)
     if args.emit == "plan":
         return plan_cmd.render(lowered.plan(), args.picture, args.svg, color=color)
     return emit(lowered, args.emit, args.mlir_print_debuginfo)
@@ -124,6 +131,18 @@ def traced(function, arguments, replica_groups: str, path: str):
         raise
     except Exception as error:  # the user's code failed while being traced
         raise user_code_error(error, path) from None
+
+
+def instrument(compilation, args: argparse.Namespace) -> None:
+    """With MLIR's instrumentation flags, run the passes again on a copy of the traced
+    IR under them (what `pmapc opt` prints for the same pipeline)."""
+    instrumentation = opt.instrumentation_of(args)
+    dumps = opt.dumps_of(args)
+    wanted = dataclasses.replace(instrumentation, print_debuginfo=False) != ir.Instrumentation()
+    if not wanted and not (dumps.before or dumps.after):
+        return
+    module = ir.copy_into(compilation.source, ir.make_context())
+    pipeline.run_passes(module, compilation.passes, instrumentation=instrumentation, dumps=dumps)
 
 
 def emit(lowered, stage: str, debug_info: bool) -> str:
