@@ -11,6 +11,7 @@ recombined, and say what it did where it did more.
 
 from __future__ import annotations
 
+import functools
 import pathlib
 import sys
 import xml.etree.ElementTree as ElementTree
@@ -32,29 +33,37 @@ sys.path.insert(0, str(BENCHMARKS))
 import hlo_stats  # noqa: E402
 import workloads  # noqa: E402
 
-WORKLOADS = [
-    ("W1 2x4", lambda: workloads.mlp(2, 4)),
-    ("W1 4x2", lambda: workloads.mlp(4, 2)),
-    ("W2 sum", lambda: workloads.unshard("sum", per_device=1 << 12)),
-    ("W2 scale", lambda: workloads.unshard("scale", per_device=1 << 12)),
-    ("W3", lambda: workloads.latency_loop(trips=10)),
-]
+WORKLOADS = {
+    "W1 2x4": lambda: workloads.mlp(2, 4),
+    "W1 4x2": lambda: workloads.mlp(4, 2),
+    "W2 sum": lambda: workloads.unshard("sum", per_device=1 << 12),
+    "W2 scale": lambda: workloads.unshard("scale", per_device=1 << 12),
+    "W3": lambda: workloads.latency_loop(trips=10),
+}
 
 
 FORMS = [("replicas", "dense"), ("partitions", "named"), ("partitions", "dense")]
 
 
-@pytest.mark.parametrize(("target", "replica_groups"), FORMS, ids=["-".join(f) for f in FORMS])
-@pytest.mark.parametrize(
-    "build", [build for _, build in WORKLOADS], ids=[name for name, _ in WORKLOADS]
-)
-def test_plan_bytes_match_xla_hlo_and_the_workload_minimum(build, target, replica_groups):
-    workload = build()
+@functools.cache
+def compiled_workload(name: str, target: str, replica_groups: str):
+    """(the workload, its program compiled in that form): one compilation for the
+    tests of both plans."""
+    workload = WORKLOADS[name]()
     lowered = pmapc.lower(
         workload.pmapc_fn, *workload.pmapc_args, target=target, replica_groups=replica_groups
     )
-    plan = lowered.plan()
-    hlo = lowered.compile().as_text()
+    return workload, lowered.compile()
+
+
+@pytest.mark.parametrize(("target", "replica_groups"), FORMS, ids=["-".join(f) for f in FORMS])
+@pytest.mark.parametrize("name", list(WORKLOADS))
+def test_plan_bytes_match_xla_hlo_and_the_workload_minimum(name, target, replica_groups):
+    workload, compiled = compiled_workload(name, target, replica_groups)
+    plan = pmapc.lower(
+        workload.pmapc_fn, *workload.pmapc_args, target=target, replica_groups=replica_groups
+    ).plan()
+    hlo = compiled.as_text()
     devices = workload.mesh_shape[0] * workload.mesh_shape[1]
     stats = hlo_stats.collective_stats(hlo, devices)
     totals = plan.totals()
@@ -214,16 +223,11 @@ def test_trip_count_is_read_from_ir_not_text():
 
 
 @pytest.mark.parametrize(("target", "replica_groups"), FORMS, ids=["-".join(f) for f in FORMS])
-@pytest.mark.parametrize(
-    "build", [build for _, build in WORKLOADS], ids=[name for name, _ in WORKLOADS]
-)
-def test_xla_runs_every_collective_with_the_same_groups_and_bytes(build, target, replica_groups):
+@pytest.mark.parametrize("name", list(WORKLOADS))
+def test_xla_runs_every_collective_with_the_same_groups_and_bytes(name, target, replica_groups):
     # The benchmark workloads are ones XLA only recombines: each of its collectives
     # runs pmapc's over the same groups, with their bytes summed.
-    workload = build()
-    compiled = pmapc.lower(
-        workload.pmapc_fn, *workload.pmapc_args, target=target, replica_groups=replica_groups
-    ).compile()
+    _, compiled = compiled_workload(name, target, replica_groups)
     plan = compiled.plan()
     assert plan.xla is not None and plan.xla.unavailable is None
     ours, theirs = plan.totals(), plan.xla.totals()
