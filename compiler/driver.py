@@ -20,7 +20,7 @@ from pmapc import dialect, ir
 from pmapc.compiler import runtime
 from pmapc.compiler.pipeline import Timer, default_pipeline, run_passes
 from pmapc.errors import Diagnostic, DiagnosticError, typed_error
-from pmapc.lowering import trace
+from pmapc.lowering import mesh_devices, trace
 from pmapc.mesh import Mesh
 from pmapc.passes import DEFAULT_TARGET, Pass
 from pmapc.passes.to_partitions import DEFAULT_GROUP_FORM
@@ -184,7 +184,7 @@ def compile_for_devices(
     compilation: Compilation, devices=None, backend=None, compiler_options: dict | None = None
 ):
     """XLA-compile for the mesh's devices: a runtime.Executable."""
-    chosen = runtime.pick_devices(compilation.mesh, devices, backend)
+    chosen = mesh_devices.pick_devices(compilation.mesh, devices, backend)
     return runtime.Executable(
         compilation.module, chosen, compiler_options, compilation.host_callbacks
     )

@@ -1,8 +1,8 @@
 """An outermost map inside `jax.jit`: pmapc's per-device program in JAX's module.
 
 When JAX lowers a jitted function that holds an outermost `pmapc_map`, the
-map's lowering rule runs the whole pmapc compiler on that map and hands JAX
-the result:
+map's lowering rule (registered by this module, when imported) runs the whole
+pmapc compiler on that map and hands JAX the result:
 
     trace      lowering/trace.py: the map as pmapc IR (a one-map `@main`)
     passes     compiler/pipeline.py: `default_pipeline("partitions", "dense")`
@@ -56,8 +56,10 @@ class SpmdProgram:
     host_callbacks: tuple  # what its host-callback ops call, by index
 
 
-def lower_outermost(ctx, operands, *, mesh, **params) -> list:
-    """The lowering rule of an outermost map (see the module docstring)."""
+def lower_outermost(ctx, *operands, mesh, **params) -> list:
+    """`map_p`'s lowering rule inside `jax.jit`: an outermost map through pmapc
+    (see the module docstring); a nested map lowered on its own is refused."""
+    primitives.check_in_its_program(mesh, params["axis_name"])
     try:
         mesh = placement.concrete(mesh)
     except PmapcError as error:
@@ -199,3 +201,7 @@ def embed_functions(
 
 spmd_call_p.def_abstract_eval(_spmd_call_abstract_eval)
 jax_api.register_lowering(spmd_call_p, _spmd_call_lowering)
+# Replaces the tracer's rule for maps (lowering/primitives.py), which knows no
+# compiler: the compiler depends on the tracer, never back. The face imports this
+# module, so `import pmapc` registers it.
+jax_api.register_lowering(primitives.map_p, lower_outermost)

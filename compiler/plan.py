@@ -58,15 +58,6 @@ from pmapc.mesh import Mesh, axes_by_groups, groups_key, replica_groups_for
 if TYPE_CHECKING:  # plan_xla builds on this module; a Plan only holds its XlaRuns
     from pmapc.compiler.plan_xla import XlaRuns
 
-# The StableHLO collectives, by op name: the name a plan shows.
-COLLECTIVE_OPS: dict[str, str] = {
-    "stablehlo.all_reduce": "all_reduce",
-    "stablehlo.all_gather": "all_gather",
-    "stablehlo.reduce_scatter": "reduce_scatter",
-    "stablehlo.all_to_all": "all_to_all",
-    "stablehlo.collective_permute": "collective_permute",
-}
-
 
 @dataclasses.dataclass(frozen=True)
 class Step:
@@ -214,7 +205,7 @@ def _walk_ops(
         for block in region.blocks:
             for op in block.operations:
                 op = op.operation
-                if op.name in COLLECTIVE_OPS or dialect.is_host_callback(op):
+                if op.name in hlo.COLLECTIVE_OPS or dialect.is_host_callback(op):
                     yield op, executions, unknown
                     continue  # a collective's regions are its reducer
                 if op.name == "func.call":
@@ -311,7 +302,7 @@ def _step(
     executions: int,
     unknown: bool,
 ) -> Step:
-    kind = COLLECTIVE_OPS[op.name]
+    kind = hlo.COLLECTIVE_OPS[op.name]
     if kind == "collective_permute":
         groups = ir.dense_int_matrix(op.attributes["source_target_pairs"])
         axes = axes_holding(mesh, groups)

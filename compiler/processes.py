@@ -1,7 +1,7 @@
 """Several processes: JAX 0.4's multi-host conventions for an outermost map's values.
 
 After `jax.distributed.initialize`, with `jax.process_count() > 1`, the outermost
-map's axis spans every process: `compiler/runtime.py: pick_devices` gives each
+map's axis spans every process: `lowering/mesh_devices.py: pick_devices` gives each
 process a contiguous block of the axis's rows (axis size / process count of them)
 with every inner axis inside the process. A call takes either
 

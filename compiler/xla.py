@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import jax
 import jax.extend.backend
@@ -34,11 +33,7 @@ from jax._src.lib import xla_client as _xla_client  # pyright: ignore[reportPriv
 
 from pmapc import ir
 from pmapc.compiler import manual
-
-if TYPE_CHECKING:  # `jax.Device` is an alias JAX assigns, which type checkers refuse
-    from jaxlib._jax import Device
-else:
-    Device = jax.Device
+from pmapc.lowering.jax_api import Device
 
 
 def backend(platform: str | None = None):

@@ -19,10 +19,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import importlib.util
 import os
 import threading
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import jax
 import jax.extend.core
@@ -72,6 +73,11 @@ INLINE_WHILE_TRACING = (
 
 ShapedArray = _core.ShapedArray
 Tracer = _core.Tracer
+
+if TYPE_CHECKING:  # `jax.Device` is an alias JAX assigns, which type checkers refuse
+    from jaxlib._jax import Device
+else:
+    Device = jax.Device
 
 
 def collective_primitive(collective: Collective) -> Primitive:
@@ -304,17 +310,21 @@ def hide_from_locations(*modules) -> None:
         _source_info.register_exclusion(os.path.dirname(module.__file__) + os.sep)
 
 
-def hide_from_tracebacks(*packages) -> None:
-    """Leave the frames of `packages`' files out of the tracebacks of errors that
-    leave a JAX or pmapc API call, as JAX leaves out its own (JAX's traceback
-    filtering: its note "JAX has removed its internal frames" then covers them, and
-    `JAX_TRACEBACK_FILTERING=off` shows them again).
+def hide_from_tracebacks(*packages: str) -> None:
+    """Leave the frames of the files of the packages named `packages` out of the
+    tracebacks of errors that leave a JAX or pmapc API call, as JAX leaves out its
+    own (JAX's traceback filtering: its note "JAX has removed its internal frames"
+    then covers them, and `JAX_TRACEBACK_FILTERING=off` shows them again).
 
     Each package's directories are registered, as installed (an editable install
-    maps pmapc's subpackages to directories of their own).
+    maps pmapc's subpackages to directories of their own), found without importing
+    the package: the face hides the command line's frames (`pmapc.tools`, the
+    layer above it) without importing it.
     """
-    for package in packages:
-        for directory in package.__path__:
+    for name in packages:
+        spec = importlib.util.find_spec(name)
+        assert spec is not None and spec.submodule_search_locations is not None, name
+        for directory in spec.submodule_search_locations:
             _traceback_util.register_exclusion(os.path.join(os.path.abspath(directory), ""))
 
 

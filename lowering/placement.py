@@ -18,10 +18,9 @@ from jax.sharding import AbstractMesh, AxisType, NamedSharding, PartitionSpec
 from jax.sharding import Mesh as JaxMesh
 
 from pmapc import dialect, layout
-from pmapc.compiler import runtime
 from pmapc.errors import AxisError
 from pmapc.layout import Chain
-from pmapc.lowering import jax_api, primitives
+from pmapc.lowering import jax_api, mesh_devices, primitives
 from pmapc.mesh import Mesh
 
 
@@ -43,14 +42,14 @@ def mesh_of_nest(jaxpr, axis_name: str, axis_size: int, devices, backend) -> Jax
         return AbstractMesh(
             mesh.axis_sizes, mesh.axis_names, axis_types=(AxisType.Auto,) * len(mesh.axis_names)
         )
-    return runtime.jax_mesh(mesh, runtime.pick_devices(mesh, devices, backend))
+    return mesh_devices.jax_mesh(mesh, mesh_devices.pick_devices(mesh, devices, backend))
 
 
 def concrete(mesh: JaxMesh | AbstractMesh) -> JaxMesh:
     """The mesh with its devices; for an abstract one, the DeviceError of too few."""
     if isinstance(mesh, AbstractMesh):
         pmapc = pmapc_mesh(mesh)
-        return runtime.jax_mesh(pmapc, runtime.pick_devices(pmapc, None, None))
+        return mesh_devices.jax_mesh(pmapc, mesh_devices.pick_devices(pmapc, None, None))
     return mesh
 
 

@@ -8,8 +8,10 @@ Two lowerings exist:
 - into pmapc IR (`pmapc_ir_rules`, used while tracing a program for the
   passes): `map_p` becomes `@pmapc.map` calling the body lowered as a private
   function, and each JAX collective its `@pmapc.<kind>` op (docs/ir.md);
-- inside `jax.jit` (the registered rule): an outermost map goes through
-  pmapc's passes and is embedded in JAX's module (`compiler/embed.py`).
+- inside `jax.jit`: an outermost map goes through pmapc's passes and is
+  embedded in JAX's module, by the rule the compiler registers
+  (`compiler/embed.py`); the one registered here only refuses a nested map
+  lowered on its own.
 
 Autodiff and batching rules live in `lowering/map_rules.py`.
 """
@@ -27,7 +29,7 @@ from pmapc import collectives, dialect, hlo, ir, shapes
 from pmapc.collectives import Collective
 from pmapc.errors import ArgumentError, AxisError, PmapcError, SourceLoc, UnsupportedError
 from pmapc.lowering import jax_api
-from pmapc.passes.rewriter import unobserved
+from pmapc.rewriter import unobserved
 
 map_p = jax_api.Primitive("pmapc_map")
 map_p.multiple_results = True
@@ -62,16 +64,25 @@ def _map_abstract_eval(*avals, jaxpr, axis_name, axis_size, in_axes, out_axes, n
     return outs, jax_api.map_effects(jaxpr, axis_name)
 
 
-def _map_lowering(ctx, *operands, mesh, **params):
-    """Lowering inside `jax.jit`: the outermost map through pmapc's passes."""
+def check_in_its_program(mesh, axis_name) -> None:
+    """Refuse to lower a nested map (no mesh) inside `jax.jit` on its own, outside
+    the outermost map it belongs to."""
     if mesh is None:
         raise AxisError(
-            f"the map over '{params['axis_name']}' is lowered outside the "
+            f"the map over '{axis_name}' is lowered outside the "
             "pmapc.pmap program it belongs to; call it inside its outer map"
         )
-    from pmapc.compiler import embed  # the compiler depends on this module, not back
 
-    return embed.lower_outermost(ctx, operands, mesh=mesh, **params)
+
+def _map_lowering(ctx, *operands, mesh, **params):
+    """Lowering inside `jax.jit` until the compiler registers the rule that runs
+    an outermost map through pmapc's passes (`compiler/embed.py`, when imported:
+    `import pmapc` imports it). The compiler depends on this module, not back."""
+    check_in_its_program(mesh, params["axis_name"])
+    raise AssertionError(
+        f"the outermost map over '{params['axis_name']}' is lowered before "
+        "pmapc.compiler.embed registered its lowering rule; import pmapc first"
+    )
 
 
 map_p.def_effectful_abstract_eval(_map_abstract_eval)

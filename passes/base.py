@@ -3,7 +3,7 @@ rewriter) -> bool`.
 
 Options are the dataclass's typed fields; `from_options` builds a pass from
 the `{key=value ...}` text of a pipeline string. Every pass gets the analyses
-shared with the passes around it and a rewriter (passes/rewriter.py) to edit
+shared with the passes around it and a rewriter (pmapc/rewriter.py) to edit
 through. A pass that changed the IR drops every analysis (MLIR's default) but
 those it preserved, and, if it says it `keeps_analyses_current` (every op it
 builds, copies or erases goes through its rewriter), those whose keepers
@@ -21,7 +21,7 @@ from typing import ClassVar, Protocol, TypeVar, cast
 
 from pmapc import ir
 from pmapc.errors import PipelineError
-from pmapc.passes.rewriter import Listener, Rewriter
+from pmapc.rewriter import Listener, Rewriter
 
 Result = TypeVar("Result")
 # An analysis: a function of the module, its result shared through `Analyses`.

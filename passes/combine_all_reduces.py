@@ -17,7 +17,7 @@ from typing import ClassVar, NamedTuple
 from pmapc import collectives, hlo, ir
 from pmapc.passes.base import Analyses, Analysis
 from pmapc.passes.op_index import Entry, index_of, op_index
-from pmapc.passes.rewriter import Rewriter
+from pmapc.rewriter import Rewriter
 
 
 def reduction_keys(module: ir.Module) -> dict[int, tuple | None]:

@@ -36,8 +36,8 @@ from pmapc.layout import Chain, Layout
 from pmapc.passes.base import Analyses, Analysis
 from pmapc.passes.nesting import Contents, Inlining, Nesting, walk_contents
 from pmapc.passes.op_index import INDEXED, Entry, OpIndex, op_index
-from pmapc.passes.rewriter import Builder, Rewriter
 from pmapc.passes.verify_axes import unbound_axis_message, verified_nesting
+from pmapc.rewriter import Builder, Rewriter
 
 
 @dataclasses.dataclass(frozen=True)

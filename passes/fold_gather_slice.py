@@ -16,7 +16,7 @@ from pmapc import hlo, ir
 from pmapc.passes import patterns
 from pmapc.passes.base import Analyses, Analysis
 from pmapc.passes.op_index import index_of, op_index
-from pmapc.passes.rewriter import Rewriter
+from pmapc.rewriter import Rewriter
 
 
 @dataclasses.dataclass(frozen=True)

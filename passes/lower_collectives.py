@@ -37,7 +37,7 @@ from pmapc.errors import Category, ShapeError
 from pmapc.mesh import Mesh, axis_index_terms, permutation_pairs, replica_groups_for
 from pmapc.passes.base import Analyses, Analysis
 from pmapc.passes.op_index import index_of, op_index
-from pmapc.passes.rewriter import Builder, Rewriter
+from pmapc.rewriter import Builder, Rewriter
 
 
 @dataclasses.dataclass(frozen=True)

@@ -18,7 +18,7 @@ import dataclasses
 from collections.abc import Collection
 from typing import ClassVar
 
-from pmapc import dialect, ir
+from pmapc import dialect, hlo, ir
 
 # Every name a pass looks up (asking for another is a pmapc bug, caught by `ops`).
 INDEXED = frozenset(
@@ -29,11 +29,7 @@ INDEXED = frozenset(
         "stablehlo.reshape",
         "stablehlo.replica_id",
         "stablehlo.partition_id",
-        "stablehlo.all_reduce",
-        "stablehlo.all_gather",
-        "stablehlo.reduce_scatter",
-        "stablehlo.all_to_all",
-        "stablehlo.collective_permute",
+        *hlo.COLLECTIVE_OPS,
     )
 )
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 import numpy as np
 
 from pmapc import collectives, dialect, ir
-from pmapc.passes.rewriter import Rewriter
+from pmapc.rewriter import Rewriter
 
 
 def defining_op(value: ir.Value) -> ir.Operation | None:

@@ -17,7 +17,7 @@ from pmapc import ir
 from pmapc.passes import patterns
 from pmapc.passes.base import Analyses, Analysis
 from pmapc.passes.op_index import index_of, op_index
-from pmapc.passes.rewriter import Rewriter
+from pmapc.rewriter import Rewriter
 
 # MLIR's passes, in mlir-opt's textual form.
 UPSTREAM = "canonicalize{region-simplify=disabled},cse"

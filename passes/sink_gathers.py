@@ -26,7 +26,7 @@ from pmapc import collectives, dialect, hlo, ir
 from pmapc.passes import patterns
 from pmapc.passes.base import Analyses, Analysis
 from pmapc.passes.op_index import index_of, op_index
-from pmapc.passes.rewriter import Builder, Rewriter
+from pmapc.rewriter import Builder, Rewriter
 
 
 @dataclasses.dataclass(frozen=True)

@@ -19,7 +19,7 @@ from pmapc import dialect, hlo, ir
 from pmapc.mesh import Mesh
 from pmapc.passes import patterns
 from pmapc.passes.base import Analyses, Analysis
-from pmapc.passes.rewriter import Rewriter
+from pmapc.rewriter import Rewriter
 
 
 @dataclasses.dataclass(frozen=True)

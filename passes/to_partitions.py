@@ -45,7 +45,7 @@ from pmapc.errors import PipelineError
 from pmapc.mesh import Mesh, axes_by_groups, groups_key
 from pmapc.passes.base import Analyses, Analysis
 from pmapc.passes.op_index import OpIndex, index_of, op_index
-from pmapc.passes.rewriter import Rewriter
+from pmapc.rewriter import Rewriter
 
 NUM_REPLICAS = "mhlo.num_replicas"
 NUM_PARTITIONS = "mhlo.num_partitions"
@@ -54,13 +54,7 @@ GLOBAL_DEVICE_IDS = "use_global_device_ids"
 
 # The collectives whose groups name devices; the first three also take
 # use_global_device_ids (all_to_all and collective_permute have none).
-COLLECTIVES = (
-    "stablehlo.all_reduce",
-    "stablehlo.all_gather",
-    "stablehlo.reduce_scatter",
-    "stablehlo.all_to_all",
-    "stablehlo.collective_permute",
-)
+COLLECTIVES = tuple(hlo.COLLECTIVE_OPS)
 WITH_GLOBAL_DEVICE_IDS = COLLECTIVES[:3]
 REPLICA_GROUPS = "replica_groups"
 WITH_REPLICA_GROUPS = COLLECTIVES[:4]  # every collective but collective_permute

@@ -21,7 +21,6 @@ from typing import ClassVar
 from pmapc import ir
 from pmapc.passes.base import Analyses, Analysis
 from pmapc.passes.op_index import index_of, op_index
-from pmapc.passes.rewriter import Rewriter
 from pmapc.passes.to_partitions import (
     CHANNEL_HANDLE,
     GLOBAL_DEVICE_IDS,
@@ -31,6 +30,7 @@ from pmapc.passes.to_partitions import (
     replace_device_ids,
     set_device_counts,
 )
+from pmapc.rewriter import Rewriter
 
 
 @dataclasses.dataclass(frozen=True)

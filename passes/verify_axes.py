@@ -17,7 +17,7 @@ from pmapc.errors import Category, DiagnosticError, ShapeError, did_you_mean
 from pmapc.layout import Chain
 from pmapc.passes.base import Analyses, Analysis
 from pmapc.passes.nesting import Nesting, analyze
-from pmapc.passes.rewriter import Rewriter
+from pmapc.rewriter import Rewriter
 
 
 def verified_nesting(module: ir.Module) -> Nesting:

@@ -21,9 +21,8 @@ import jax
 import pmapc.compiler
 import pmapc.lowering
 import pmapc.passes
-import pmapc.tools
 from pmapc import ir
-from pmapc.compiler import driver, processes, runtime, xla
+from pmapc.compiler import driver, embed, processes, runtime, xla
 from pmapc.errors import (
     ArgumentError,
     DeviceError,
@@ -39,9 +38,12 @@ jax_api.hide_from_locations(ir, pmapc.compiler, pmapc.lowering, pmapc.passes)
 # An error in the user's program shows the user's frames, not pmapc's (nor JAX's);
 # JAX_TRACEBACK_FILTERING=off shows them all. The entry points below are the
 # boundaries where the frames are filtered (`jax_api.api_boundary`).
-jax_api.hide_from_tracebacks(pmapc, pmapc.compiler, pmapc.lowering, pmapc.passes, pmapc.tools)
+jax_api.hide_from_tracebacks(
+    "pmapc", "pmapc.compiler", "pmapc.lowering", "pmapc.passes", "pmapc.tools"
+)
 _log = logging.getLogger("pmapc")
 assert map_rules  # imported for its registrations: autodiff and batching of maps
+assert embed  # imported for its registration: an outermost map inside jax.jit
 
 
 @jax_api.api_boundary

@@ -25,7 +25,7 @@ from pmapc.errors import Category, Diagnostic, DiagnosticError
 from pmapc.mesh import Mesh
 
 if TYPE_CHECKING:
-    from pmapc.passes.rewriter import Builder
+    from pmapc.rewriter import Builder
 
 CUSTOM_CALL = "stablehlo.custom_call"
 MAP_TARGET = "pmapc.map"
@@ -396,7 +396,7 @@ def create_collective(
     axes: Sequence[str],
     params: Params,
 ) -> ir.Operation:
-    """`@pmapc.<kind>` over `axes`, built by `b` (passes/rewriter.py)."""
+    """`@pmapc.<kind>` over `axes`, built by `b` (pmapc/rewriter.py)."""
     attributes = {"call_target_name": ir.string_attr(collectives.BY_KIND[kind].target)}
     attributes.update(collective_config(kind, axes, params))
     return b.create(CUSTOM_CALL, operands, result_types, attributes)

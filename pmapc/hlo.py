@@ -1,6 +1,6 @@
 """Builders for the handful of StableHLO ops the passes create.
 
-Each takes a `Builder` (passes/rewriter.py: where, at which location, through
+Each takes a `Builder` (pmapc/rewriter.py: where, at which location, through
 which rewriter) and returns the new op's result. Ops are created generically by
 name, so these survive changes in the generated Python op classes. Each checks its operands' types
 before building: an op that would not fit is a `BuildError` (the pass that
@@ -20,7 +20,19 @@ from pmapc import ir
 from pmapc.mesh import Mesh, replica_groups_for
 
 if TYPE_CHECKING:
-    from pmapc.passes.rewriter import Builder
+    from pmapc.rewriter import Builder
+
+
+# The StableHLO collectives pmapc emits, in this order (to-partitions reads the
+# first three as those that take use_global_device_ids, the first four as those
+# with replica_groups): op name -> the name the communication plan shows.
+COLLECTIVE_OPS: dict[str, str] = {
+    "stablehlo.all_reduce": "all_reduce",
+    "stablehlo.all_gather": "all_gather",
+    "stablehlo.reduce_scatter": "reduce_scatter",
+    "stablehlo.all_to_all": "all_to_all",
+    "stablehlo.collective_permute": "collective_permute",
+}
 
 
 def constant_op(b: Builder, attr: ir.Attribute, type_: ir.Type) -> ir.Operation:

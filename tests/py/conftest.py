@@ -38,7 +38,8 @@ from child_process import ChildProcess  # noqa: E402
 
 from pmapc import dialect, ir  # noqa: E402
 from pmapc.compiler.pipeline import default_pipeline, parse_pipeline, run_passes  # noqa: E402
-from pmapc.compiler.runtime import Executable, pick_devices  # noqa: E402
+from pmapc.compiler.runtime import Executable  # noqa: E402
+from pmapc.lowering.mesh_devices import pick_devices  # noqa: E402
 from pmapc.passes import DEFAULT_TARGET, TARGETS  # noqa: E402
 
 

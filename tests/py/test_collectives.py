@@ -15,7 +15,7 @@ import pytest
 from pmapc import collectives, dialect, hlo, ir
 from pmapc.lowering import jax_api
 from pmapc.passes.lower_collectives import RULES
-from pmapc.passes.rewriter import unobserved
+from pmapc.rewriter import unobserved
 
 ROOT = pathlib.Path(__file__).parents[2]
 AXIS, AXIS_SIZE = "i", 4

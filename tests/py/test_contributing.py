@@ -18,7 +18,7 @@ from pmapc.compiler import pipeline
 from pmapc.passes import patterns
 from pmapc.passes.base import Analyses, Analysis, run_pass
 from pmapc.passes.op_index import index_of, op_index
-from pmapc.passes.rewriter import Rewriter
+from pmapc.rewriter import Rewriter
 
 CONTRIBUTING = pathlib.Path(__file__).parents[2] / "CONTRIBUTING.md"
 

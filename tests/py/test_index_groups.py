@@ -25,7 +25,7 @@ from pmapc import collectives, dialect, ir, shapes
 from pmapc.errors import ShapeError
 from pmapc.lowering import jax_api
 from pmapc.mesh import Mesh, replica_groups_for
-from pmapc.passes.rewriter import unobserved
+from pmapc.rewriter import unobserved
 
 MESH_8 = (("i", 8),)
 MESH_2X4 = (("data", 2), ("model", 4))

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 import pmapc
-from pmapc.compiler import runtime
+from pmapc.lowering import mesh_devices
 from pmapc.mesh import Mesh
 
 WORKER = Path(__file__).with_name("multiprocess_worker.py")
@@ -212,7 +212,7 @@ def stand_ins(processes: int, per_process: int) -> list[StandIn]:
 )
 def test_process_major_devices(processes, per_process, shape, expected_ids):
     mesh = Mesh(("data", "model"), shape)
-    chosen = runtime.process_major_devices(mesh, stand_ins(processes, per_process))
+    chosen = mesh_devices.process_major_devices(mesh, stand_ins(processes, per_process))
     assert [d.id for d in chosen] == expected_ids
 
 
@@ -222,7 +222,7 @@ def test_outermost_axis_must_split_evenly_over_processes():
         match=r"'data' of the mesh data=3xmodel=2 has size "
         r"3, which 2 processes cannot share.*multiple of 2",
     ):
-        runtime.process_major_devices(Mesh(("data", "model"), (3, 2)), stand_ins(2, 4))
+        mesh_devices.process_major_devices(Mesh(("data", "model"), (3, 2)), stand_ins(2, 4))
 
 
 def test_inner_axes_must_fit_in_a_process():
@@ -232,19 +232,19 @@ def test_inner_axes_must_fit_in_a_process():
         r"processes, 8 devices each, but process 0 has 4 cpu device\(s\).*"
         r"use_host_devices\(8\)",
     ):
-        runtime.process_major_devices(Mesh(("data", "model"), (2, 8)), stand_ins(2, 4))
+        mesh_devices.process_major_devices(Mesh(("data", "model"), (2, 8)), stand_ins(2, 4))
 
 
 def test_given_devices_hold_whole_rows_per_process():
     mesh = Mesh(("data", "model"), (2, 2))
-    runtime.check_process_rows(mesh, [1, 1, 0, 0], 2)  # process 1 first is fine
+    mesh_devices.check_process_rows(mesh, [1, 1, 0, 0], 2)  # process 1 first is fine
     with pytest.raises(
         pmapc.DeviceError,
         match=r"row 0 of the outermost axis 'data' on "
         r"processes \[0, 1\]",
     ):
-        runtime.check_process_rows(mesh, [0, 1, 0, 1], 2)
+        mesh_devices.check_process_rows(mesh, [0, 1, 0, 1], 2)
     with pytest.raises(pmapc.DeviceError, match=r"rows \[0, 1, 0, 1\].*consecutive"):
-        runtime.check_process_rows(Mesh(("data", "model"), (4, 1)), [0, 1, 0, 1], 2)
+        mesh_devices.check_process_rows(Mesh(("data", "model"), (4, 1)), [0, 1, 0, 1], 2)
     with pytest.raises(pmapc.DeviceError, match=r"rows \[0, 0\].*same number"):
-        runtime.check_process_rows(mesh, [0, 0, 0, 0], 2)
+        mesh_devices.check_process_rows(mesh, [0, 0, 0, 0], 2)

@@ -24,7 +24,7 @@ from pmapc import ir
 from pmapc.compiler import pipeline
 from pmapc.passes import TARGETS
 from pmapc.passes.op_index import IndexKeeper, op_index
-from pmapc.passes.rewriter import Rewriter
+from pmapc.rewriter import Rewriter
 
 
 def traced_ir(fun, *args) -> str:

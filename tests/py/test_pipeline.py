@@ -17,9 +17,9 @@ from pmapc.passes.combine_all_reduces import reduction_keys
 from pmapc.passes.flatten_maps import FlattenMapsPass
 from pmapc.passes.nesting import analyze
 from pmapc.passes.op_index import op_index
-from pmapc.passes.rewriter import Rewriter
 from pmapc.passes.simplify import SimplifyPass
 from pmapc.passes.verify_axes import VerifyAxesPass, verified_nesting
+from pmapc.rewriter import Rewriter
 from pmapc.tools.main import main
 
 EXAMPLE_IR = pathlib.Path(__file__).parents[2] / "examples" / "nested_2x4.mlir"

@@ -6,6 +6,10 @@ location, `rewriter.at_start(block, loc)` at the top of a block, and so on. The
 analyses that stay current across a rewrite listen to the rewriter, as in MLIR
 (`RewriterBase::Listener`): the op index takes each op built and drops each op
 erased, so a pass says nothing about where the ops it built stand.
+
+It lives in the core, below the passes and the tracer, because the builders
+(`pmapc/hlo.py`, `dialect.create_collective`) take a `Builder` and the tracer
+builds through one (`unobserved`).
 """
 
 from __future__ import annotations
@@ -20,8 +24,9 @@ class Listener(Protocol):
     """What an analysis that stays current hears of a rewrite, as it happens. Each
     event names the op and its identity (`ir.op_key`, read once for every listener).
 
-    The rewriter and the op index are the only readers of identities in passes/: a
-    pass takes an op's identity from its op-index entry or from these events."""
+    The rewriter and the op index (passes/op_index.py) are the only readers of
+    identities the passes use: a pass takes an op's identity from its op-index entry
+    or from these events."""
 
     # Whether an attribute change matters to it (`op_modified`): the rewriter reads
     # no identity for a change that no listener watches.
