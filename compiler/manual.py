@@ -14,6 +14,7 @@ import numpy as np
 
 from pmapc import dialect, hlo, ir
 from pmapc.mesh import Mesh
+from pmapc.rewriter import unobserved
 
 Split = Sequence[Sequence[str]]  # per dimension, the mesh axes it is split over
 
@@ -56,7 +57,9 @@ def all_manual_module(
         callee = ir.unused_symbol(taken, "per_device_main")
         per_device.attributes["sym_name"] = ir.string_attr(callee)
         per_device.attributes["sym_visibility"] = ir.string_attr("private")
-        mesh = _mesh_symbol(copy, mesh_axes, taken | {callee})
+        top = unobserved(ir.module_body_start(copy), ir.unknown_location(copy.context))
+        names, sizes = zip(*mesh_axes)
+        mesh = hlo.mesh_symbol(top, copy, Mesh(names, sizes), hlo.meshes_of(copy))
         _add_manual_main(
             copy,
             callee,
@@ -127,26 +130,6 @@ def _add_manual_main(
 
 def _sharding(mesh: str, split: Split) -> ir.Attribute:
     return ir.dict_attr({"sdy.sharding": ir.sdy_sharding_attr(mesh, split)})
-
-
-def _mesh_symbol(module: ir.Module, mesh_axes: Sequence[tuple[str, int]], taken: set[str]) -> str:
-    """An `sdy.mesh` op of `mesh_axes` (devices in mesh order): the module's own (the
-    one its replica groups name, from to-partitions), else a new one."""
-    names, sizes = tuple(n for n, _ in mesh_axes), tuple(s for _, s in mesh_axes)
-    wanted = hlo.MeshDevices(Mesh(names, sizes))
-    for name, found in hlo.meshes_of(module).items():
-        if found == wanted:
-            return name
-    name = ir.unused_symbol(taken, "mesh")
-    ir.create_op(
-        "sdy.mesh",
-        [],
-        [],
-        {"sym_name": ir.string_attr(name), "mesh": ir.sdy_mesh_attr(mesh_axes)},
-        loc=ir.unknown_location(module.context),
-        ip=ir.module_body_start(module),
-    )
-    return name
 
 
 def _global_type(type_: ir.Type, split: Split, sizes: dict[str, int]) -> ir.Type:

@@ -42,7 +42,7 @@ from typing import ClassVar
 
 from pmapc import dialect, hlo, ir
 from pmapc.errors import PipelineError
-from pmapc.mesh import Mesh, axes_by_groups, groups_key
+from pmapc.mesh import axes_by_groups, groups_key
 from pmapc.passes.base import Analyses, Analysis
 from pmapc.passes.op_index import OpIndex, index_of, op_index
 from pmapc.rewriter import Rewriter
@@ -161,7 +161,8 @@ class GroupWriter:
         if axes is None:
             return None  # not whole mesh axes (axis_index_groups split them)
         if self.symbol is None:
-            self.symbol = mesh_symbol(self.module, self.mesh, self.meshes, self.rewriter)
+            top = self.rewriter.at_start(self.module.body, ir.unknown_location(self.module.context))
+            self.symbol = hlo.mesh_symbol(top, self.module, self.mesh, self.meshes)
         return ir.mesh_axis_groups_attr(self.symbol, axes)
 
 
@@ -182,27 +183,6 @@ def read_groups(op: ir.Operation, meshes: dict[str, hlo.MeshDevices]):
         return hlo.read_groups(op.attributes[REPLICA_GROUPS], meshes)
     except hlo.GroupsError as error:
         raise dialect.error_at(op, f"'{op.name}': {error}") from None
-
-
-def mesh_symbol(
-    module: ir.Module, mesh: Mesh, meshes: dict[str, hlo.MeshDevices], rewriter: Rewriter
-) -> str:
-    """The symbol of an `sdy.mesh` op of `mesh` (its devices in mesh order): one the
-    module has, else a new one first in the module, `@mesh` unless that is taken."""
-    for name, found in meshes.items():
-        if found == hlo.MeshDevices(mesh):
-            return name
-    name = ir.unused_symbol(ir.symbol_names(module), "mesh")
-    axes = list(zip(mesh.axis_names, mesh.axis_sizes))
-    attributes = {
-        "sym_name": ir.string_attr(name),
-        "mesh": ir.sdy_mesh_attr(axes),
-        ir.STABLEHLO_MESH: ir.stablehlo_mesh_dict(axes),
-    }
-    top = rewriter.at_start(module.body, ir.unknown_location(module.context))
-    top.create("sdy.mesh", [], [], attributes)
-    meshes[name] = hlo.MeshDevices(mesh)
-    return name
 
 
 def is_variadic_all_reduce(op: ir.Operation) -> bool:

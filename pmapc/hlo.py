@@ -159,6 +159,26 @@ class MeshDevices:
     device_ids: tuple[int, ...] = ()
 
 
+def mesh_symbol(b: Builder, module: ir.Module, mesh: Mesh, meshes: dict[str, MeshDevices]) -> str:
+    """The symbol of an `sdy.mesh` op of `mesh` (its devices in mesh order): one of
+    the module's `meshes` (`meshes_of`), else a new one `b` builds (at the top of the
+    module), `@mesh` unless that is taken, which joins `meshes`."""
+    wanted = MeshDevices(mesh)
+    for name, found in meshes.items():
+        if found == wanted:
+            return name
+    name = ir.unused_symbol(ir.symbol_names(module), "mesh")
+    axes = list(zip(mesh.axis_names, mesh.axis_sizes))
+    attributes = {
+        "sym_name": ir.string_attr(name),
+        "mesh": ir.sdy_mesh_attr(axes),
+        ir.STABLEHLO_MESH: ir.stablehlo_mesh_dict(axes),
+    }
+    b.create("sdy.mesh", [], [], attributes)
+    meshes[name] = wanted
+    return name
+
+
 def meshes_of(module: ir.Module) -> dict[str, MeshDevices]:
     """The module's `sdy.mesh` ops, by symbol."""
     meshes = {}
