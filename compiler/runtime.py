@@ -36,27 +36,50 @@ from pmapc.passes.to_partitions import NUM_PARTITIONS, NUM_REPLICAS
 
 MAX_IN_FLIGHT = 4
 
+# The platforms whose runtimes deadlock when dozens of collective programs queue:
+# XLA:CPU runs collectives between in-process threads that must all join each
+# rendezvous (JAX's own jax.jit(shard_map) aborts there after 200 un-blocked calls,
+# "Termination timeout for all reduce"; benchmarks/unblocked.py). GPU and TPU
+# runtimes queue any number, so there eager calls stay fully asynchronous.
+BOUNDED_PLATFORMS = frozenset({"cpu"})
+
 
 class InFlight:
-    """Bounds the runs queued on the devices (the one place that does).
+    """Bounds the runs queued on the devices where the platform needs it (the one
+    place that does).
 
-    XLA:CPU's in-process collectives deadlock when dozens of collective programs
-    wait in its queue: every MAX_IN_FLIGHT-th run dispatched waits for its own
-    results (a device runs its programs in order, so the earlier ones are done
-    too). Nothing more happens after a dispatch: it would compete with the
-    devices for the host's cores (on 2 cores a microsecond of Python there
-    costs ten).
+    On XLA:CPU every MAX_IN_FLIGHT-th run dispatched waits for its own results (a
+    device runs its programs in order, so the earlier ones are done too); on
+    other platforms nothing waits. The platform is the devices' (`platform`), or,
+    not given, that of the first run's outputs. Nothing more happens after a
+    dispatch: it would compete with the devices for the host's cores (on 2 cores
+    a microsecond of Python there costs ten).
     """
 
-    __slots__ = ("runs",)
+    __slots__ = ("bounded", "runs")
 
-    def __init__(self) -> None:
+    def __init__(self, platform: str | None = None) -> None:
         self.runs = 0
+        self.bounded = None if platform is None else platform in BOUNDED_PLATFORMS
 
     def dispatched(self, outputs) -> None:
+        bounded = self.bounded
+        if bounded is None:
+            bounded = self.bounded = _runs_on_bounded_platform(outputs)
+        if not bounded:
+            return
         self.runs += 1
         if self.runs % MAX_IN_FLIGHT == 0:
             wait_until_ready(outputs)
+
+
+def _runs_on_bounded_platform(outputs) -> bool | None:
+    """Whether a run's outputs live on a platform that needs runs bounded (None: no
+    concrete output tells, e.g. under a transformation)."""
+    for leaf in jax.tree_util.tree_leaves(outputs):
+        if isinstance(leaf, jax.Array) and not jax_api.is_tracer(leaf):
+            return next(iter(leaf.devices())).platform in BOUNDED_PLATFORMS
+    return None
 
 
 def wait_until_ready(outputs) -> None:
@@ -180,7 +203,7 @@ class Executable:
         )
         self.process_indices = sorted({d.process_index for d in self.devices})
         self.spans_processes = len(self.process_indices) > 1
-        self._in_flight = InFlight()
+        self._in_flight = InFlight(self.devices[0].platform)
         self._lock = threading.Lock()
 
     def __call__(self, *arguments) -> list[jax.Array]:

@@ -10,6 +10,7 @@ import jax
 import numpy as np
 
 import pmapc
+from pmapc.compiler import runtime
 from pmapc.tools.main import main
 
 ROOT = pathlib.Path(__file__).parents[2]
@@ -109,6 +110,38 @@ def test_unblocked_loop_of_500_calls_finishes():
     results = [step(x) for _ in range(500)]  # never waits inside the loop
     for result in results[-3:]:
         np.testing.assert_allclose(np.asarray(result), expected_step(x))
+
+
+class Waits:
+    """Records the outputs `runtime.wait_until_ready` was asked to wait for."""
+
+    def __init__(self):
+        self.outputs = []
+
+    def __call__(self, outputs):
+        self.outputs.append(outputs)
+
+
+def test_runs_are_bounded_only_on_cpu(monkeypatch):
+    waits = Waits()
+    monkeypatch.setattr(runtime, "wait_until_ready", waits)
+    cpu, gpu = runtime.InFlight("cpu"), runtime.InFlight("gpu")
+    for run in range(2 * runtime.MAX_IN_FLIGHT):
+        cpu.dispatched(("cpu", run))
+        gpu.dispatched(("gpu", run))
+    every = runtime.MAX_IN_FLIGHT
+    assert waits.outputs == [("cpu", every - 1), ("cpu", 2 * every - 1)]
+
+
+def test_the_platform_of_eager_calls_is_read_from_their_outputs(monkeypatch):
+    waits = Waits()
+    monkeypatch.setattr(runtime, "wait_until_ready", waits)
+    in_flight = runtime.InFlight()
+    in_flight.dispatched([jax.numpy.ones(2)])  # arrays on the CPU devices
+    assert in_flight.bounded is True
+    undecided = runtime.InFlight()
+    undecided.dispatched(("no", "arrays"))
+    assert undecided.bounded is None
 
 
 def test_ir_fuzzing_budget():
