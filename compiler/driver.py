@@ -22,8 +22,8 @@ from pmapc.compiler.pipeline import Timer, default_pipeline, run_passes
 from pmapc.errors import Diagnostic, DiagnosticError, typed_error
 from pmapc.lowering import mesh_devices, trace
 from pmapc.mesh import Mesh
-from pmapc.passes import DEFAULT_TARGET, Pass
-from pmapc.passes.to_partitions import DEFAULT_GROUP_FORM
+from pmapc.options import DEFAULT_GROUP_FORM, DEFAULT_TARGET, GroupForm, Target
+from pmapc.passes import Pass
 
 
 @dataclasses.dataclass
@@ -107,8 +107,8 @@ def compile_traced(
     traced,
     name: str,
     *,
-    target: str = DEFAULT_TARGET,
-    replica_groups: str = DEFAULT_GROUP_FORM,
+    target: Target = DEFAULT_TARGET,
+    replica_groups: GroupForm = DEFAULT_GROUP_FORM,
     argument_names: Sequence[str] | None = None,
 ) -> Compilation:
     """A `jax.jit(...).trace(...)` result through pmapc, for `jax.jit` (compiler/embed.py),
@@ -135,7 +135,7 @@ def compile_traced(
 def run_pipeline(
     source: str | ir.Module,
     passes: Sequence[Pass] | None = None,
-    target: str = DEFAULT_TARGET,
+    target: Target = DEFAULT_TARGET,
 ) -> Compilation:
     """Run `passes` (default: the default pipeline for `target`) on pmapc IR, text or
     module.

@@ -38,6 +38,7 @@ from pmapc.compiler import driver, runtime
 from pmapc.errors import PmapcError
 from pmapc.lowering import jax_api, placement, primitives
 from pmapc.lowering.locations import at_user_call_site
+from pmapc.options import GroupForm, Target
 
 spmd_call_p = jax_api.Primitive("pmapc_spmd_call")
 spmd_call_p.multiple_results = True
@@ -77,7 +78,7 @@ def compile_map(avals_in, avals_out, mesh, params) -> SpmdProgram:
 
     traced = jax.jit(one_map).trace(*[jax_api.shape_dtype(aval) for aval in avals_in])
     compilation = driver.compile_traced(
-        traced, params["name"], target="partitions", replica_groups="dense"
+        traced, params["name"], target=Target.PARTITIONS, replica_groups=GroupForm.DENSE
     )
     if compilation.mesh != placement.pmapc_mesh(mesh):
         raise PmapcError(

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, ClassVar
 
-from pmapc import ir
+from pmapc import ir, options
 from pmapc.errors import (
     Diagnostic,
     DiagnosticError,
@@ -31,7 +31,8 @@ from pmapc.errors import (
     PmapcError,
     did_you_mean,
 )
-from pmapc.passes import DEFAULT_TARGET, PASSES, TARGETS, Pass
+from pmapc.options import DEFAULT_GROUP_FORM, DEFAULT_TARGET, GroupForm, Target
+from pmapc.passes import PASSES, TARGETS, Pass
 from pmapc.passes.base import Analyses, from_options, kept_through, run_pass, summary
 from pmapc.passes.combine_all_reduces import (
     CombineAllReducesPass,
@@ -46,12 +47,12 @@ from pmapc.passes.op_index import IndexKeeper, op_index
 from pmapc.passes.simplify import SimplifyPass
 from pmapc.passes.sink_gathers import SinkGathersPass
 from pmapc.passes.sink_slices import SinkSlicesPass
-from pmapc.passes.to_partitions import DEFAULT_GROUP_FORM, ToPartitionsPass, check_group_form
+from pmapc.passes.to_partitions import ToPartitionsPass, group_form
 from pmapc.passes.verify_axes import VerifyAxesPass
 
 
 def default_pipeline(
-    target: str = DEFAULT_TARGET, replica_groups: str = DEFAULT_GROUP_FORM
+    target: Target = DEFAULT_TARGET, replica_groups: GroupForm = DEFAULT_GROUP_FORM
 ) -> tuple[Pass, ...]:
     """`pmapc-to-stablehlo`: every stage after tracing, in order; in partition form
     the replica groups written as `replica_groups` says ("named" or "dense")."""
@@ -92,15 +93,15 @@ REQUIRED: tuple[type[Pass], ...] = (
 )
 
 
-def target_pass(target: str, replica_groups: str = DEFAULT_GROUP_FORM) -> Pass:
+def target_pass(target: Target, replica_groups: GroupForm = DEFAULT_GROUP_FORM) -> Pass:
     """The pass that puts a lowered program in `target` form."""
-    if target == "partitions":
+    if target is Target.PARTITIONS:
         return ToPartitionsPass(replica_groups=replica_groups)
     return TARGETS[target]()
 
 
 def lowering_pipeline(
-    target: str = DEFAULT_TARGET, replica_groups: str = DEFAULT_GROUP_FORM
+    target: Target = DEFAULT_TARGET, replica_groups: GroupForm = DEFAULT_GROUP_FORM
 ) -> tuple[Pass, ...]:
     """`pmapc-lower`: the required stages of the default pipeline, in its order."""
     return tuple(p for p in default_pipeline(target, replica_groups) if isinstance(p, REQUIRED))
@@ -108,13 +109,13 @@ def lowering_pipeline(
 
 # Named pipelines, usable wherever a pass name is: `pmapc-lower{target=replicas}`,
 # `pmapc-to-stablehlo{replica-groups=dense}`.
-PIPELINES: dict[str, Callable[[str, str], tuple[Pass, ...]]] = {
+PIPELINES: dict[str, Callable[[Target, GroupForm], tuple[Pass, ...]]] = {
     "pmapc-lower": lowering_pipeline,
     "pmapc-to-stablehlo": default_pipeline,
 }
 
 
-def describe(name: str, target: str = DEFAULT_TARGET) -> str:
+def describe(name: str, target: Target = DEFAULT_TARGET) -> str:
     """A named pipeline's passes, comma-separated (for --list-passes and --help)."""
     return ",".join(p.name for p in PIPELINES[name](target, DEFAULT_GROUP_FORM))
 
@@ -220,21 +221,21 @@ def _instantiate(name: str, rest: str, element: str, text: str) -> list:
     return [UpstreamPass(name, element)]
 
 
-def _pipeline_options(name: str, options: dict[str, str]) -> tuple[str, str]:
-    """The `target` and `replica-groups` options of a named pipeline, checked."""
-    unknown = sorted(set(options) - {"target", "replica-groups"})
+def _pipeline_options(name: str, given: dict[str, str]) -> tuple[Target, GroupForm]:
+    """The `target` and `replica-groups` options of a named pipeline, read as types."""
+    unknown = sorted(set(given) - {"target", "replica-groups"})
     if unknown:
         raise PipelineError(
             f"pipeline '{name}' has no option '{unknown[0]}'; its options are: "
             "target, replica-groups"
         )
-    target = options.get("target", DEFAULT_TARGET)
-    if target not in TARGETS:
-        choices = " or ".join(TARGETS)
-        raise PipelineError(f"option 'target' of pipeline '{name}' takes {choices}, got '{target}'")
-    replica_groups = options.get("replica-groups", DEFAULT_GROUP_FORM)
-    check_group_form(replica_groups, f"pipeline '{name}'")
-    return target, replica_groups
+    text = given.get("target", DEFAULT_TARGET)
+    target = options.parse(Target, text)
+    if target is None:
+        choices = " or ".join(options.choices(Target))
+        raise PipelineError(f"option 'target' of pipeline '{name}' takes {choices}, got '{text}'")
+    form = group_form(given.get("replica-groups", DEFAULT_GROUP_FORM), f"pipeline '{name}'")
+    return target, form
 
 
 def _parse_options(text: str) -> dict[str, str]:

@@ -32,6 +32,7 @@ from pmapc.compiler import processes, xla
 from pmapc.errors import DeviceError, ShapeError
 from pmapc.lowering import jax_api, mesh_devices
 from pmapc.mesh import Mesh
+from pmapc.options import Target
 from pmapc.passes.to_partitions import NUM_PARTITIONS, NUM_REPLICAS
 
 MAX_IN_FLIGHT = 4
@@ -133,7 +134,7 @@ def element_dtype(element_type) -> np.dtype:
     return jax.numpy.dtype(name)
 
 
-def execution_form(module: ir.Module, mesh: Mesh) -> str:
+def execution_form(module: ir.Module, mesh: Mesh) -> Target:
     """ "partitions" or "replicas", from the device counts the module declares.
 
     A module that declares none (lower-collectives' target-neutral output)
@@ -155,7 +156,7 @@ def execution_form(module: ir.Module, mesh: Mesh) -> str:
             f"the module declares {key} = {declared}, but its mesh {mesh} has "
             f"{mesh.size} device(s); run to-partitions or to-replicas to set it"
         )
-    return "partitions" if partitions > 1 else "replicas"
+    return Target.PARTITIONS if partitions > 1 else Target.REPLICAS
 
 
 def check_host_callbacks(module: ir.Module, count: int) -> None:
@@ -191,7 +192,7 @@ class Executable:
         self.arguments, self.results = signatures(module, self.mesh)
         self.form = execution_form(module, self.mesh)
         compile_for = (
-            xla.compile_partitioned if self.form == "partitions" else xla.compile_replicated
+            xla.compile_partitioned if self.form is Target.PARTITIONS else xla.compile_replicated
         )
         self.loaded = compile_for(module, self.devices, compiler_options, host_callbacks)
         self.jax_mesh = mesh_devices.jax_mesh(self.mesh, self.devices)

@@ -5,6 +5,7 @@ The order passes run in is compiler/pipeline.py's `default_pipeline`.
 
 from __future__ import annotations
 
+from pmapc.options import DEFAULT_TARGET, Target
 from pmapc.passes.base import Pass
 from pmapc.passes.combine_all_reduces import CombineAllReducesPass
 from pmapc.passes.flatten_maps import FlattenMapsPass
@@ -35,7 +36,9 @@ PASSES: dict[str, type[Pass]] = {pass_class.name: pass_class for pass_class in _
 
 # The execution forms a pipeline can put a program in, and the pass that does.
 # Partitions are what pmapc runs through jax.jit.
-TARGETS: dict[str, type[Pass]] = {"partitions": ToPartitionsPass, "replicas": ToReplicasPass}
-DEFAULT_TARGET = "partitions"
+TARGETS: dict[Target, type[Pass]] = {
+    Target.PARTITIONS: ToPartitionsPass,
+    Target.REPLICAS: ToReplicasPass,
+}
 
 __all__ = ["DEFAULT_TARGET", "PASSES", "TARGETS", "Pass"]

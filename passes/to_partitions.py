@@ -40,9 +40,10 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from pmapc import dialect, hlo, ir
+from pmapc import dialect, hlo, ir, options
 from pmapc.errors import PipelineError
 from pmapc.mesh import axes_by_groups, groups_key
+from pmapc.options import DEFAULT_GROUP_FORM, GroupForm
 from pmapc.passes.base import Analyses, Analysis
 from pmapc.passes.op_index import OpIndex, index_of, op_index
 from pmapc.rewriter import Rewriter
@@ -59,10 +60,6 @@ WITH_GLOBAL_DEVICE_IDS = COLLECTIVES[:3]
 REPLICA_GROUPS = "replica_groups"
 WITH_REPLICA_GROUPS = COLLECTIVES[:4]  # every collective but collective_permute
 
-# How replica groups are written: as mesh axes where they are whole ones, or as
-# device ids. Named by default wherever jaxlib's StableHLO (and so its XLA) has them.
-GROUP_FORMS = ("named", "dense")
-DEFAULT_GROUP_FORM = "named" if ir.MESH_AXIS_GROUPS else "dense"
 DEVICE_IDS = ("stablehlo.replica_id", "stablehlo.partition_id")
 # What device_ops looks at: device ids, collectives, and custom_calls (pmapc ops left).
 _DEVICE_OPS = frozenset((*DEVICE_IDS, *COLLECTIVES, "stablehlo.custom_call"))
@@ -74,7 +71,7 @@ class ToPartitionsPass:
 
     name: ClassVar[str] = "to-partitions"
     first_channel: int = 1
-    replica_groups: str = DEFAULT_GROUP_FORM
+    replica_groups: GroupForm = DEFAULT_GROUP_FORM
     keeps_analyses_current: ClassVar[bool] = True
     reads: ClassVar[tuple[Analysis, ...]] = (op_index,)
 
@@ -84,7 +81,9 @@ class ToPartitionsPass:
                 f"option 'first-channel' of pass '{self.name}' must be at "
                 f"least 1, got {self.first_channel}"
             )
-        check_group_form(self.replica_groups, f"pass '{self.name}'")
+        # a pipeline string gives the option as text: read it here, once
+        form = group_form(self.replica_groups, f"pass '{self.name}'")
+        object.__setattr__(self, "replica_groups", form)
 
     def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
         device_ids, collectives = device_ops(index_of(module, analyses), self.name)
@@ -110,17 +109,19 @@ class ToPartitionsPass:
         return changed
 
 
-def check_group_form(form: str, owner: str) -> None:
-    """PipelineError unless `form` is a group form this jaxlib can write."""
-    if form not in GROUP_FORMS:
-        raise PipelineError(
-            f"option 'replica-groups' of {owner} takes {' or '.join(GROUP_FORMS)}, got '{form}'"
-        )
-    if form == "named" and not ir.MESH_AXIS_GROUPS:
+def group_form(value: object, owner: str) -> GroupForm:
+    """The `replica-groups` option of `owner` as a GroupForm this jaxlib can write;
+    a PipelineError says what is wrong."""
+    form = options.parse(GroupForm, value)
+    if form is None:
+        choices = " or ".join(options.choices(GroupForm))
+        raise PipelineError(f"option 'replica-groups' of {owner} takes {choices}, got '{value}'")
+    if not options.writable(form):
         raise PipelineError(
             f"option 'replica-groups' of {owner}: this jaxlib's StableHLO has no mesh-axis "
             "replica groups; use replica-groups=dense"
         )
+    return form
 
 
 class GroupWriter:
@@ -129,16 +130,16 @@ class GroupWriter:
     read once per distinct attribute (MLIR uniques them: ops of one group set share
     one), and the mesh op is made when the first group is named."""
 
-    def __init__(self, module: ir.Module, form: str, rewriter: Rewriter) -> None:
+    def __init__(self, module: ir.Module, form: GroupForm, rewriter: Rewriter) -> None:
         self.module = module
         self.rewriter = rewriter
         self.meshes = hlo.meshes_of(module)
         mesh = dialect.read_mesh(module)
         readable = mesh is not None and all(map(ir.mesh_axis_name_readable, mesh.axis_names))
         # Device ids where asked, and where the XLA in use cannot read an axis name.
-        self.expand = form == "dense" or (mesh is not None and not readable)
+        self.expand = form is GroupForm.DENSE or (mesh is not None and not readable)
         # The mesh groups are named by (none: they stay as they are).
-        self.mesh = mesh if form == "named" and readable else None
+        self.mesh = mesh if form is GroupForm.NAMED and readable else None
         self.by_groups = axes_by_groups(self.mesh) if self.mesh else {}
         self.symbol: str | None = None
         self.written: dict[ir.Attribute, ir.Attribute | None] = {}
@@ -168,7 +169,7 @@ class GroupWriter:
 
 def expand_groups(module: ir.Module, collectives: list[ir.Operation], rewriter: Rewriter) -> bool:
     """Write replica groups given as mesh axes as device ids; whether any were."""
-    groups = GroupWriter(module, "dense", rewriter)
+    groups = GroupWriter(module, GroupForm.DENSE, rewriter)
     changed = False
     for op in collectives:
         dense = groups.rewritten(op)

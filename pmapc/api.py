@@ -21,7 +21,7 @@ import jax
 import pmapc.compiler
 import pmapc.lowering
 import pmapc.passes
-from pmapc import ir
+from pmapc import ir, options
 from pmapc.compiler import driver, embed, processes, runtime, xla
 from pmapc.errors import (
     ArgumentError,
@@ -30,8 +30,7 @@ from pmapc.errors import (
 )
 from pmapc.lowering import jax_api, jax_messages, map_rules, placement, primitives, trace
 from pmapc.lowering.locations import at_user_call_site, from_traceback
-from pmapc.passes import DEFAULT_TARGET, TARGETS
-from pmapc.passes.to_partitions import DEFAULT_GROUP_FORM, GROUP_FORMS
+from pmapc.options import DEFAULT_GROUP_FORM, DEFAULT_TARGET, GroupForm, Target
 from pmapc.stages import CallSignature, Lowered
 
 jax_api.hide_from_locations(ir, pmapc.compiler, pmapc.lowering, pmapc.passes)
@@ -347,8 +346,8 @@ class MappedFunction:
 def lower(
     fun: Callable,
     *args,
-    target: str = DEFAULT_TARGET,
-    replica_groups: str = DEFAULT_GROUP_FORM,
+    target: Target | str = DEFAULT_TARGET,
+    replica_groups: GroupForm | str = DEFAULT_GROUP_FORM,
     **kwargs,
 ) -> Lowered:
     """Trace any function that calls `pmapc.pmap` (a plain function, a `jax.jit` of
@@ -364,14 +363,8 @@ def lower(
     `jax.jit` does.
     """
     start = time.perf_counter()
-    for option, value, choices in (
-        ("target", target, tuple(TARGETS)),
-        ("replica_groups", replica_groups, GROUP_FORMS),
-    ):
-        if value not in choices:
-            raise ArgumentError(
-                f"pmapc.lower: {option}= takes {' or '.join(map(repr, choices))}, got {value!r}"
-            )
+    target = _option("target", Target, target)
+    replica_groups = _option("replica_groups", GroupForm, replica_groups)
     static_argnums: tuple[int, ...] = ()
     if isinstance(fun, MappedFunction):
         args, kwargs = fun._global_values(args, kwargs)
@@ -397,6 +390,15 @@ def lower(
     compilation.timings = {"trace": traced_at - start, **compilation.timings}
     names = ir.argument_names(ir.functions(compilation.module)["main"])
     return Lowered(compilation, CallSignature.of(traced, names, static_argnums), devices, backend)
+
+
+def _option(name: str, kind: type[options.Option], value) -> options.Option:
+    """A `pmapc.lower` option read as its type (where it enters)."""
+    member = options.parse(kind, value)
+    if member is None or (kind is GroupForm and not options.writable(member)):
+        allowed = " or ".join(map(repr, options.choices(kind)))
+        raise ArgumentError(f"pmapc.lower: {name}= takes {allowed}, got {value!r}")
+    return member
 
 
 def _with_static(call: trace.MappedCall, leaves) -> tuple[list, dict]:

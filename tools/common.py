@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import sys
 from collections.abc import Iterator
 
+from pmapc import options
 from pmapc.errors import DiagnosticError, PmapcError, SourceLoc
 
 
@@ -96,3 +98,22 @@ def _point_fd(fd: int, at: int) -> int | None:
         os.close(saved)
         return None
     return saved
+
+
+def option_type(kind: type[options.Option]):
+    """An argparse `type` that reads a flag's text as a member of `kind` (an option
+    enters typed here), refusing other text as argparse refuses a bad choice."""
+
+    def parse(text: str) -> options.Option:
+        member = options.parse(kind, text)
+        if member is None:
+            allowed = ", ".join(options.choices(kind))
+            raise argparse.ArgumentTypeError(f"invalid choice: '{text}' (choose from {allowed})")
+        return member
+
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def option_metavar(kind: type[options.Option]) -> str:
+    return "{" + ",".join(options.choices(kind)) + "}"

@@ -27,13 +27,13 @@ import argparse
 import re
 import sys
 
-from pmapc import dialect, ir
+from pmapc import dialect, ir, options
 from pmapc.compiler.driver import verify_result
 from pmapc.compiler.pipeline import PIPELINES, IRDumps, describe, parse_pipeline, run_passes
 from pmapc.errors import DiagnosticError, PipelineError
-from pmapc.passes import DEFAULT_TARGET, PASSES, TARGETS
+from pmapc.options import DEFAULT_GROUP_FORM, DEFAULT_TARGET, GroupForm
+from pmapc.passes import PASSES, TARGETS
 from pmapc.passes.base import option_fields, summary
-from pmapc.passes.to_partitions import DEFAULT_GROUP_FORM, GROUP_FORMS
 from pmapc.tools import diagnostics
 from pmapc.tools.common import read_input, write_output
 
@@ -217,12 +217,12 @@ def list_passes() -> int:
     print("Passes:")
     for name, pass_class in PASSES.items():
         print(f"  --{name:<20} {summary(pass_class)}")
-        options = [
+        pass_options = [
             f"{name}={_option_text(field.default)}"
             for name, field in option_fields(pass_class).items()
         ]
-        if options:
-            print(f"  {'':<22} {{{' '.join(options)}}} (defaults)")
+        if pass_options:
+            print(f"  {'':<22} {{{' '.join(pass_options)}}} (defaults)")
     print("Pipelines:")
     for name in PIPELINES:
         print(f"  --{name:<20} {describe(name)}")
@@ -232,7 +232,7 @@ def list_passes() -> int:
         f"  {{target={choices}}} (default {DEFAULT_TARGET}): the form the pipeline puts the "
         f"program in, by {passes}"
     )
-    forms = "|".join(GROUP_FORMS)
+    forms = "|".join(options.choices(GroupForm))
     print(
         f"  {{replica-groups={forms}}} (default {DEFAULT_GROUP_FORM}): in partition form, "
         "replica groups as mesh axes or as device ids"

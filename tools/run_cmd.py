@@ -24,9 +24,8 @@ from pmapc import dialect, ir
 from pmapc.compiler import driver, runtime, xla
 from pmapc.compiler.pipeline import default_pipeline, target_pass
 from pmapc.errors import PmapcError
-from pmapc.passes import DEFAULT_TARGET, TARGETS
-from pmapc.passes.to_partitions import DEFAULT_GROUP_FORM, GROUP_FORMS
-from pmapc.tools.common import read_input, report_error
+from pmapc.options import DEFAULT_GROUP_FORM, DEFAULT_TARGET, GroupForm, Target
+from pmapc.tools.common import option_metavar, option_type, read_input, report_error
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,14 +45,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--backend", default=None, help="cpu, gpu or tpu (default: JAX's)")
     parser.add_argument(
         "--target",
-        choices=list(TARGETS),
+        type=option_type(Target),
+        metavar=option_metavar(Target),
         default=None,
         help="the form to run in: partitions or replicas (default: for pmapc "
         f"IR {DEFAULT_TARGET}, for a lowered module the form it declares)",
     )
     parser.add_argument(
         "--replica-groups",
-        choices=GROUP_FORMS,
+        type=option_type(GroupForm),
+        metavar=option_metavar(GroupForm),
         default=None,
         help="in partition form, write collectives' groups as mesh axes (named) or "
         f"device ids (dense) (default: for pmapc IR {DEFAULT_GROUP_FORM}, for a "
@@ -83,7 +84,10 @@ def main(argv: list[str]) -> int:
 
 
 def compile_module(
-    text: str, target: str | None = None, filename: str = "-", replica_groups: str | None = None
+    text: str,
+    target: Target | None = None,
+    filename: str = "-",
+    replica_groups: GroupForm | None = None,
 ):
     """Run the default pipeline for `target` on pmapc IR read from `filename`; a
     lowered module only goes through the pass of `target` (by default the form it

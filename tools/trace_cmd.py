@@ -39,9 +39,15 @@ import pmapc
 from pmapc import ir
 from pmapc.compiler import pipeline
 from pmapc.errors import PmapcError, SourceLoc
-from pmapc.passes.to_partitions import DEFAULT_GROUP_FORM, GROUP_FORMS
+from pmapc.options import DEFAULT_GROUP_FORM, GroupForm
 from pmapc.tools import opt, plan_cmd
-from pmapc.tools.common import report_error, stdout_to_stderr, write_output
+from pmapc.tools.common import (
+    option_metavar,
+    option_type,
+    report_error,
+    stdout_to_stderr,
+    write_output,
+)
 from pmapc.tools.user_file import TraceInputError, load_function, user_code_error
 
 _ARG = re.compile(r"^(bool|[fiu]\d+|bf16)\[([0-9, ]*)\]$")
@@ -77,7 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--replica-groups",
-        choices=GROUP_FORMS,
+        type=option_type(GroupForm),
+        metavar=option_metavar(GroupForm),
         default=DEFAULT_GROUP_FORM,
         help="write collectives' groups as mesh axes where they are whole axes "
         f"(named) or as device ids (dense); default {DEFAULT_GROUP_FORM}",

@@ -1,0 +1,61 @@
+"""The compiler's options as types, defined once: the form a lowered program is
+put in (`Target`) and how its replica groups are written (`GroupForm`).
+
+Each is read once where it enters (`pmapc.lower`'s arguments, a pipeline
+string's options, a pass's option, a command's flag: `parse`) and passed on as
+its type. Members are strings too (`Target.PARTITIONS == "partitions"`), so they
+print, compare and key dicts as the text a pipeline writes.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import TypeVar
+
+from pmapc import ir
+
+
+class Target(str, enum.Enum):
+    """The execution form the target pass puts a program in (docs/ir.md)."""
+
+    PARTITIONS = "partitions"  # one partition per device: what jax.jit runs
+    REPLICAS = "replicas"  # one replica per device
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class GroupForm(str, enum.Enum):
+    """How partition form writes replica groups."""
+
+    NAMED = "named"  # as mesh axes where the groups are whole axes
+    DENSE = "dense"  # as device ids
+
+    def __str__(self) -> str:
+        return self.value
+
+
+DEFAULT_TARGET = Target.PARTITIONS
+# Named wherever jaxlib's StableHLO (and so its XLA) has mesh-axis replica groups.
+DEFAULT_GROUP_FORM = GroupForm.NAMED if ir.MESH_AXIS_GROUPS else GroupForm.DENSE
+
+Option = TypeVar("Option", Target, GroupForm)
+
+
+def parse(kind: type[Option], value: object) -> Option | None:
+    """`value` (a member, or its text) as a member of `kind`; None if it names none."""
+    try:
+        return kind(value)
+    except ValueError:
+        return None
+
+
+def choices(kind: type[Option]) -> list[str]:
+    """The texts of `kind`'s members, in order."""
+    return [member.value for member in kind]
+
+
+def writable(form: Target | GroupForm) -> bool:
+    """Whether this jaxlib's StableHLO can write `form` (replica groups named by mesh
+    axes need its mesh-axis attribute; every other option always can)."""
+    return form is not GroupForm.NAMED or ir.MESH_AXIS_GROUPS
