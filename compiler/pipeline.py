@@ -323,6 +323,10 @@ class IRDumps:
     after: frozenset[str] = frozenset()
     debug_info: bool = False
 
+    @property
+    def any(self) -> bool:
+        return bool(self.before or self.after)
+
     def wanted(self, when: str, name: str) -> bool:
         return name in (self.before if when == "Before" else self.after)
 
@@ -353,16 +357,14 @@ def run_passes(
     after each pass, and a pass that leaves invalid IR is named with the passes
     before it (a compiler bug). Without, nothing is verified here: the caller
     verifies the result once (`verify_result`). `instrumentation` asks MLIR to
-    print the IR, time the passes or count statistics (its `verify_each` is this
-    call's), and `dumps` prints it around the passes it names. With
+    print the IR, time the passes or count statistics, and `dumps` prints it
+    around the passes it names. With
     `check_preserved` (for tests), every analysis a pass preserved is computed
     again afterwards and must come out equal.
     """
-    chosen = instrumentation or ir.Instrumentation()
-    chosen = dataclasses.replace(chosen, verify_each=verify_each)
     run = _PipelineRun(module, tuple(passes), after_pass, check_preserved, dumps or IRDumps())
     with cyclic_gc_paused():
-        return run.run(chosen)
+        return run.run(instrumentation or ir.Instrumentation(), verify_each)
 
 
 class _PipelineRun:
@@ -379,8 +381,8 @@ class _PipelineRun:
         self.last: int | None = None  # the index of the last of pmapc's passes started
         self.changed = False
 
-    def run(self, instrumentation: ir.Instrumentation) -> bool:
-        manager = ir.PassManager(self.module.context, instrumentation)
+    def run(self, instrumentation: ir.Instrumentation, verify_each: bool) -> bool:
+        manager = ir.PassManager(self.module.context, instrumentation, verify_each)
         for index, (pass_, keep) in enumerate(zip(self.passes, kept_through(self.passes))):
             if isinstance(pass_, UpstreamPass):
                 self.add_dump(manager, "Before", pass_)

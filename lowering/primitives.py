@@ -18,6 +18,7 @@ Autodiff and batching rules live in `lowering/map_rules.py`.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -202,8 +203,10 @@ def _start_rule(rule):
     return start
 
 
-def pmapc_ir_rules() -> list[tuple[jax_api.Primitive, Callable[..., Any]]]:
-    """(primitive, rule) pairs that lower a traced program to pmapc IR.
+@functools.cache
+def pmapc_ir_rules() -> tuple[tuple[jax_api.Primitive, Callable[..., Any]], ...]:
+    """(primitive, rule) pairs that lower a traced program to pmapc IR (made once per
+    process: the rules hold no state).
 
     Maps become `@pmapc.map`, collectives `@pmapc.<kind>` (their asynchronous forms
     the synchronous op), `pbroadcast` a psum of a select; primitives that only mark
@@ -224,11 +227,13 @@ def pmapc_ir_rules() -> list[tuple[jax_api.Primitive, Callable[..., Any]]]:
         (start, _start_rule(rules[sync])) for start, sync in starts.items() if sync in rules
     )
     rules.update((p, _identity_rule) for p in (*dones, *jax_api.IDENTITY_PRIMITIVES))
-    return list(rules.items())
+    return tuple(rules.items())
 
 
+@functools.cache
 def lowered_primitives() -> frozenset:
-    """The primitives pmapc lowers to pmapc IR itself."""
+    """The primitives pmapc lowers to pmapc IR itself (made once: every map body's
+    check reads it)."""
     return frozenset(p for p, _ in pmapc_ir_rules())
 
 
@@ -241,7 +246,7 @@ _ALTERNATIVES = {
     "psend": "use jax.lax.ppermute, which sends and receives in one op",
     "precv": "use jax.lax.ppermute, which sends and receives in one op",
 }
-_COLLECTIVES_PMAPC_LOWERS = (
+COLLECTIVES_PMAPC_LOWERS = (
     "use psum, pmean, pmax, pmin, all_gather, psum_scatter, all_to_all, ppermute, "
     "pbroadcast or axis_index, which pmapc lowers"
 )
@@ -282,7 +287,7 @@ def _refusal(eqn, bound_axes: frozenset, lowered: frozenset) -> UnsupportedError
         return None
     named = ", ".join(f"'{dialect.axis_label(name)}'" for name in axes)
     name = eqn.primitive.name
-    advice = _ALTERNATIVES.get(name, _COLLECTIVES_PMAPC_LOWERS)
+    advice = _ALTERNATIVES.get(name, COLLECTIVES_PMAPC_LOWERS)
     return UnsupportedError(f"'{name}' over {named} is not supported inside pmapc.pmap; {advice}")
 
 

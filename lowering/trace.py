@@ -368,8 +368,7 @@ def unsupported_call(error: Exception) -> PmapcError | None:
 # What to write instead of a collective JAX cannot trace in a map body.
 UNSUPPORTED_ADVICE = (
     "inside pmapc.pmap every value is per device, so a pcast or pvary is not needed and "
-    "all_gather needs no to=; for others use psum, pmean, pmax, pmin, all_gather, "
-    "psum_scatter, all_to_all, ppermute, pbroadcast or axis_index"
+    f"all_gather needs no to=; for others {primitives.COLLECTIVES_PMAPC_LOWERS}"
 )
 
 

@@ -218,10 +218,9 @@ def run_upstream_passes(module: ir.Module, pipeline: str) -> None:
 @dataclasses.dataclass(frozen=True)
 class Instrumentation:
     """What MLIR's pass manager reports besides running the passes: mlir-opt's
-    `--verify-each`, `--mlir-print-ir-*`, `--mlir-timing` and
-    `--mlir-pass-statistics`, printed on stderr in MLIR's formats."""
+    `--mlir-print-ir-*`, `--mlir-timing`, `--mlir-pass-statistics` and
+    `--dump-pass-pipeline`, printed on stderr in MLIR's formats."""
 
-    verify_each: bool = True
     print_before_all: bool = False
     print_after_all: bool = False
     print_after_change: bool = False
@@ -231,6 +230,11 @@ class Instrumentation:
     timing: bool = False
     statistics: bool = False
     dump_pipeline: bool = False  # print the pipeline before running it
+
+    @property
+    def reports(self) -> bool:
+        """Whether it prints anything (the locations of dumps print nothing alone)."""
+        return self.prints_ir or self.timing or self.statistics or self.dump_pipeline
 
     @property
     def prints_ir(self) -> bool:
@@ -250,16 +254,19 @@ class InvalidIR(DiagnosticError):
 class PassManager:
     """jaxlib's MLIR `PassManager` on `builtin.module`, in a module's context: pmapc's
     Python passes (`add_python`) and MLIR's and Shardy's registered ones (`add_upstream`)
-    in one pipeline, which MLIR verifies, prints and times."""
+    in one pipeline, which MLIR verifies after each pass (`verify_each`), prints and
+    times."""
 
-    def __init__(self, context: ir.Context, instrumentation: Instrumentation) -> None:
+    def __init__(
+        self, context: ir.Context, instrumentation: Instrumentation, verify_each: bool = True
+    ) -> None:
         self._context = context
         self._dump_pipeline = instrumentation.dump_pipeline
         self._reports = instrumentation.timing or instrumentation.statistics
         self._count = 0
         self._failure: BaseException | None = None  # what a Python pass raised
         self._manager = _passmanager.PassManager("builtin.module", context=context)
-        self._manager.enable_verifier(instrumentation.verify_each)
+        self._manager.enable_verifier(verify_each)
         if instrumentation.prints_ir:
             # MLIR prints after a pass only on change or failure as a restriction of
             # printing after every pass (mlir-opt's flags set both).

@@ -200,7 +200,6 @@ def dumps_of(args) -> IRDumps:
 def instrumentation_of(args) -> ir.Instrumentation:
     """MLIR's instrumentation the flags ask for."""
     return ir.Instrumentation(
-        verify_each=getattr(args, "verify_each", True),
         print_before_all=args.mlir_print_ir_before_all,
         print_after_all=args.mlir_print_ir_after_all,
         print_after_change=args.mlir_print_ir_after_change,

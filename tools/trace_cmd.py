@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import dataclasses
 import re
 import sys
 from collections.abc import Callable
@@ -145,8 +144,7 @@ def instrument(compilation, args: argparse.Namespace) -> None:
     IR under them (what `pmapc opt` prints for the same pipeline)."""
     instrumentation = opt.instrumentation_of(args)
     dumps = opt.dumps_of(args)
-    wanted = dataclasses.replace(instrumentation, print_debuginfo=False) != ir.Instrumentation()
-    if not wanted and not (dumps.before or dumps.after):
+    if not instrumentation.reports and not dumps.any:
         return
     module = ir.copy_into(compilation.source, ir.make_context())
     pipeline.run_passes(module, compilation.passes, instrumentation=instrumentation, dumps=dumps)
