@@ -29,6 +29,7 @@ import jax
 import jax.extend.core
 import numpy as np
 from jax._src import checkify as _checkify
+from jax._src import config as _config
 from jax._src import core as _core
 from jax._src import dispatch as _dispatch
 from jax._src import effects as _effects
@@ -720,3 +721,72 @@ def wrap_key_data(data, key_dtype):
 def tracing_is_idle() -> bool:
     """Whether no JAX transformation is tracing (values are concrete arrays)."""
     return _core.trace_state_clean()
+
+
+# ----------------------------------------------------------------------------
+# Folding a nest onto fewer devices (lowering/fold.py)
+
+Literal = jax.extend.core.Literal
+DropVar = jax.extend.core.DropVar
+
+# `pmapc.fold_onto(devices)`: the devices outermost maps fold onto (a tuple), or None.
+# A JAX config state in the trace context, so that a `jax.jit` traced inside and
+# outside the `with` keeps one trace for each.
+FOLD_ONTO = _config.State(
+    "pmapc_fold_onto",
+    None,
+    "The devices pmapc.fold_onto folds outermost pmapc.pmap calls onto.",
+    include_in_jit_key=True,
+    include_in_trace_context=True,
+)
+
+
+def bind_equation(eqn, args) -> list:
+    """Bind `eqn`'s primitive on `args` at the equation's source location (what
+    `jax.core.eval_jaxpr` does for one equation); its results as a list."""
+    bind_params = eqn.primitive.get_bind_params(eqn.params)
+    name_stack = _source_info.current_name_stack() + eqn.source_info.name_stack
+    with _source_info.user_context(eqn.source_info.traceback, name_stack=name_stack):
+        with eqn.ctx.manager:
+            out = eqn.primitive.bind(*args, **bind_params)
+    return list(out) if eqn.primitive.multiple_results else [out]
+
+
+@contextlib.contextmanager
+def at_equation(eqn):
+    """Trace at `eqn`'s source location (the user's line in the IR's locations)."""
+    name_stack = _source_info.current_name_stack() + eqn.source_info.name_stack
+    with _source_info.user_context(eqn.source_info.traceback, name_stack=name_stack):
+        yield
+
+
+def call_body(eqn):
+    """(the jaxpr, its constants) that a call-like equation runs on its operands as
+    they are (jit, a closed call, checkpoint, a custom_jvp/vjp function's primal),
+    or None for other primitives (cond, while, scan: bodies run otherwise)."""
+    if eqn.primitive.name not in _CALL_PRIMITIVES:
+        return None
+    for key in ("jaxpr", "call_jaxpr", "fun_jaxpr"):
+        body = eqn.params.get(key)
+        if isinstance(body, ClosedJaxpr):
+            return body.jaxpr, list(body.consts)
+        if isinstance(body, jax.extend.core.Jaxpr):
+            return body, []
+    return None
+
+
+# Primitives whose body takes the equation's operands as they are (names stable
+# across 0.10-0.12: jit's is "pjit" until 0.11, "jit" after).
+_CALL_PRIMITIVES = frozenset(
+    {
+        "pjit",
+        "jit",
+        "closed_call",
+        "core_call",
+        "checkpoint",
+        "remat",
+        "custom_jvp_call",
+        "custom_vjp_call",
+        "custom_vjp_call_jaxpr",
+    }
+)

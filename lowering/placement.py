@@ -13,6 +13,8 @@ raises the DeviceError (`concrete`).
 
 from __future__ import annotations
 
+import itertools
+
 import jax
 from jax.sharding import AbstractMesh, AxisType, NamedSharding, PartitionSpec
 from jax.sharding import Mesh as JaxMesh
@@ -20,12 +22,95 @@ from jax.sharding import Mesh as JaxMesh
 from pmapc import dialect, layout
 from pmapc.errors import AxisError
 from pmapc.layout import Chain
-from pmapc.lowering import jax_api, mesh_devices, primitives
+from pmapc.lowering import fold, jax_api, mesh_devices, primitives
 from pmapc.mesh import Mesh
 
 
 def mesh_of_nest(jaxpr, axis_name: str, axis_size: int, devices, backend) -> JaxMesh | AbstractMesh:
     """The mesh an outermost map over `axis_name` with body `jaxpr` runs on."""
+    mesh, _ = _nest(jaxpr, axis_name, axis_size)
+    if devices is None and len(jax.devices(backend)) < mesh.size:
+        return AbstractMesh(
+            mesh.axis_sizes, mesh.axis_names, axis_types=(AxisType.Auto,) * len(mesh.axis_names)
+        )
+    return mesh_devices.jax_mesh(mesh, mesh_devices.pick_devices(mesh, devices, backend))
+
+
+def place_nest(
+    jaxpr, axis_name: str, axis_size: int, devices, backend
+) -> JaxMesh | AbstractMesh | fold.Fold:
+    """Where an outermost map over `axis_name` with body `jaxpr` runs: its mesh, or the
+    fold of its mesh onto fewer devices, when `devices=` lists a device more than once
+    or `pmapc.fold_onto` gives fewer devices than the mesh has positions."""
+    mesh, chains = _nest(jaxpr, axis_name, axis_size)
+    sizes = [[size for _, size in chain] for chain in chains]
+    if devices is not None:
+        listed = mesh_devices.device_list(mesh, devices)
+        if len(set(listed)) < len(listed) and len(listed) == mesh.size:
+            return _checked(fold_from_list(mesh, sizes, listed))
+    else:
+        onto = jax_api.FOLD_ONTO.value
+        if onto is not None and len(onto) < mesh.size:
+            count = fold.fold_count(sizes, mesh.size, len(onto))
+            assert count is not None, "every nest folds onto one device"
+            return _checked(fold.Fold(tuple(onto[:count]), mesh.size))
+        if onto is not None:
+            devices = list(onto[: mesh.size])
+    if devices is None and len(jax.devices(backend)) < mesh.size:
+        return AbstractMesh(
+            mesh.axis_sizes, mesh.axis_names, axis_types=(AxisType.Auto,) * len(mesh.axis_names)
+        )
+    return mesh_devices.jax_mesh(mesh, mesh_devices.pick_devices(mesh, devices, backend))
+
+
+def fold_from_list(mesh: Mesh, chains: list[list[int]], listed: list) -> fold.Fold:
+    """The fold `devices=` asks for by listing devices more than once: each device
+    listed for a run of consecutive positions, every run as long."""
+    distinct = list(dict.fromkeys(listed))
+    count = len(distinct)
+    block = mesh.size // count
+    if (
+        mesh.size % count
+        or listed != [device for device in distinct for _ in range(block)]
+        or not fold.foldable(chains, count)
+    ):
+        runs = [len(list(group)) for _, group in itertools.groupby(listed)]
+        raise fold.FoldError(
+            f"devices= lists {count} distinct device(s) over the {mesh.size} positions of "
+            f"the mesh {mesh} in runs of {runs}; a device listed more than once runs "
+            "several positions (a fold), which needs every device listed for the same "
+            "number of consecutive positions, row-major (inner axes fold first), and that "
+            "number to split the mesh axis by axis; e.g. each of "
+            f"{fold_counts_text(chains, mesh.size)} device(s) listed "
+            "mesh-size/count times in a row"
+        )
+    return fold.Fold(tuple(distinct), mesh.size)
+
+
+def fold_counts_text(chains: list[list[int]], positions: int) -> str:
+    counts = [
+        count
+        for count in range(1, positions + 1)
+        if positions % count == 0 and fold.foldable(chains, count)
+    ]
+    if len(counts) == 1:
+        return str(counts[0])
+    return ", ".join(map(str, counts[:-1])) + f" or {counts[-1]}"
+
+
+def _checked(folded: fold.Fold) -> fold.Fold:
+    """Refuse a fold across processes."""
+    if len({device.process_index for device in folded.devices}) > 1 or jax.process_count() > 1:
+        raise fold.FoldError(
+            "a nest folded onto fewer devices runs in one process; with several processes "
+            "give the nest one device per position"
+        )
+    return folded
+
+
+def _nest(jaxpr, axis_name: str, axis_size: int) -> tuple[Mesh, list[Chain]]:
+    """The mesh of an outermost map over `axis_name` with body `jaxpr`, and the chain
+    of each of its maps."""
     outermost = ((dialect.axis_label(axis_name), axis_size),)
     chains = [outermost]
     _find_chains(jaxpr.jaxpr, outermost, chains)
@@ -38,11 +123,7 @@ def mesh_of_nest(jaxpr, axis_name: str, axis_size: int, devices, backend) -> Jax
             "layout (sibling maps whose sizes do not divide one another); make "
             "the sizes of sibling maps divide one another"
         ) from None
-    if devices is None and len(jax.devices(backend)) < mesh.size:
-        return AbstractMesh(
-            mesh.axis_sizes, mesh.axis_names, axis_types=(AxisType.Auto,) * len(mesh.axis_names)
-        )
-    return mesh_devices.jax_mesh(mesh, mesh_devices.pick_devices(mesh, devices, backend))
+    return mesh, chains
 
 
 def concrete(mesh: JaxMesh | AbstractMesh) -> JaxMesh:

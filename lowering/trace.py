@@ -30,7 +30,7 @@ from pmapc.errors import (
     UnsupportedError,
     did_you_mean,
 )
-from pmapc.lowering import jax_api, jax_messages, placement, primitives
+from pmapc.lowering import fold, jax_api, jax_messages, placement, primitives
 
 
 class _Active(threading.local):
@@ -414,7 +414,21 @@ def bind(spec: MapSpec, call: MappedCall, *, devices=None, backend=None, outermo
     in_axes = [None] * len(constants) + call.leaf_axes
     mesh = None
     if outermost:
-        mesh = placement.mesh_of_nest(jaxpr, spec.axis_name, call.axis_size, devices, backend)
+        placed = placement.place_nest(jaxpr, spec.axis_name, call.axis_size, devices, backend)
+        if isinstance(placed, fold.Fold):
+            outs = fold.bind_folded(
+                placed,
+                [*constants, *call.leaves],
+                placement.mesh_of_nest,
+                jaxpr=jaxpr,
+                axis_name=spec.axis_name,
+                axis_size=call.axis_size,
+                in_axes=in_axes,
+                out_axes=out_axes,
+                name=symbol_name(spec.name),
+            )
+            return outs, out_tree
+        mesh = placed
     outs = primitives.bind_map(
         [*constants, *call.leaves],
         jaxpr=jaxpr,

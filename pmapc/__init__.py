@@ -9,7 +9,7 @@ that calls it.
 
 from importlib import metadata as _metadata
 
-from pmapc.api import MappedFunction, lower, pmap, use_host_devices
+from pmapc.api import MappedFunction, fold_onto, lower, pmap, use_host_devices
 from pmapc.errors import (
     ArgumentError,
     AxisError,
@@ -41,6 +41,7 @@ __all__ = [
     "ShapeError",
     "UnsupportedError",
     "__version__",
+    "fold_onto",
     "lower",
     "pmap",
     "use_host_devices",

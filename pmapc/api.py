@@ -9,6 +9,7 @@ when it lowers the map, pmapc compiles the nest for its device mesh
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -88,6 +89,37 @@ def use_host_devices(count: int) -> None:
     """Give JAX `count` virtual CPU devices; call before JAX first uses a device
     (with several processes: in each process, before `jax.distributed.initialize`)."""
     xla.use_host_devices(count)
+
+
+@contextlib.contextmanager
+def fold_onto(devices: Sequence[xla.Device]):
+    """Run every outermost `pmapc.pmap` called inside on `devices`: a nest whose mesh
+    has more positions than there are devices folds onto as many of them as divide
+    its mesh (each device then runs a block of consecutive positions, inner axes
+    first; docs/ir.md), one with fewer runs on the first it needs. A test suite
+    written for 8 devices runs so on a machine with fewer:
+
+        with pmapc.fold_onto(jax.devices()):
+            out = step(params, batch)  # a 2x4 nest on 1, 2, 4 or 8 devices
+
+    `devices=` given to a map wins over it. A `jax.jit` traced inside keeps its own
+    trace for it."""
+    listed = list(devices)
+    if not listed:
+        raise DeviceError("pmapc.fold_onto needs at least one device; pass jax.devices()")
+    repeated = [d for i, d in enumerate(listed) if d in listed[:i]]
+    if repeated:
+        raise DeviceError(
+            f"pmapc.fold_onto lists {repeated[0]} twice; list each device once (positions "
+            "that share a device are the fold's to choose)"
+        )
+    if len({d.platform for d in listed}) != 1:
+        raise DeviceError(
+            f"pmapc.fold_onto mixes platforms ({sorted({d.platform for d in listed})}); "
+            "use devices of one kind"
+        )
+    with jax_api.FOLD_ONTO(tuple(listed)):
+        yield
 
 
 class MappedFunction:

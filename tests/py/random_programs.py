@@ -601,3 +601,10 @@ def split_dimensions(draw, shape: tuple[int, ...], n: int):
         tiled = True
         dims = [d for d, size in enumerate(shape) if size % n == 0]
     return [], shape, draw(st.sampled_from(dims)), tiled
+
+
+def folded(count: int, function: Callable, *args):
+    """`function(*args)` with every outermost map folded onto the first `count` devices
+    (`pmapc.fold_onto`)."""
+    with pmapc.fold_onto(jax.devices()[:count]):
+        return function(*args)

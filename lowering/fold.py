@@ -1,0 +1,700 @@
+"""Folding a nest onto fewer devices than its mesh has positions.
+
+A nest whose mesh has N positions runs on K devices, K dividing N, each device
+running a block of N/K consecutive positions (row-major): the outer axes keep
+their devices and the inner ones fold first. Going outermost first with the K
+devices still to share out, a map of size S takes all S of them as devices
+when S divides what is left, or what is left (which must divide S) and folds
+the rest of its positions onto each device; a nest that cannot be laid out so
+cannot be folded (`FoldError`). Each map of the nest becomes a map over its
+device factor whose body runs its folded positions at once, batched:
+
+- an ordinary equation runs batched over the folded positions its operands
+  vary over, as nested `jax.vmap` runs it;
+- a collective becomes a local computation over the positions a device holds
+  and, where its groups span devices, a collective over the device axes
+  (a `psum` over `('data', 'model')` with `model` folded: a sum over the
+  device's model positions, then a `psum` over `data`).
+
+The result is an ordinary nest over K devices, compiled as any other: what
+lowers, runs and shows it (`jax.jit`, the passes, the plan) is unchanged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from pmapc import collectives, dialect
+from pmapc.collectives import Collective
+from pmapc.errors import DeviceError, SourceLoc, UnsupportedError
+from pmapc.lowering import jax_api, primitives
+
+
+class FoldError(DeviceError):
+    """A nest that cannot be folded onto the devices asked for."""
+
+
+def split(size: int, devices_left: int) -> tuple[int, int, int] | None:
+    """(devices, positions per device, devices left for inner maps) of a map of
+    `size` with `devices_left` devices to share out; None if neither divides the other."""
+    if devices_left % size == 0:
+        return size, 1, devices_left // size
+    if size % devices_left == 0:
+        return devices_left, size // devices_left, 1
+    return None
+
+
+def foldable(chains: Sequence[Sequence[int]], count: int) -> bool:
+    """Whether a nest whose maps chain as `chains` (sizes, outermost first) folds onto
+    `count` devices: every chain splits, and the longest uses all `count`."""
+    products = []
+    for chain in chains:
+        left = count
+        for size in chain:
+            step = split(size, left)
+            if step is None:
+                return False
+            left = step[2]
+        products.append(count // left)
+    return max(products) == count
+
+
+def fold_count(chains: Sequence[Sequence[int]], positions: int, available: int) -> int | None:
+    """The most devices, at most `available`, that a nest of `positions` folds onto
+    (None: none folds it, which a nest always does onto one device)."""
+    for count in range(min(available, positions), 0, -1):
+        if positions % count == 0 and foldable(chains, count):
+            return count
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class Fold:
+    """A nest folded onto `devices` (distinct, in mesh order)."""
+
+    devices: tuple
+    positions: int  # the mesh's positions, unfolded
+
+    @property
+    def block(self) -> int:
+        """Positions per device."""
+        return self.positions // len(self.devices)
+
+
+# ----------------------------------------------------------------------------
+# The folded program
+
+
+@dataclasses.dataclass(frozen=True)
+class Axis:
+    """A map's axis, folded: `size` positions, `devices` times `local` (positions per device)."""
+
+    name: Hashable
+    size: int
+    devices: int
+    local: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Value:
+    """A value of every folded position a device holds: `array`'s leading dimensions
+    are the `local` positions of the axes `batch` (indices into the frame's axes, in
+    order); the value is the same at every position of the other axes."""
+
+    array: Any  # a jax.Array or a tracer of one
+    batch: tuple[int, ...] = ()
+
+
+def bind_folded(
+    fold: Fold, operands, mesh_of_nest, *, jaxpr, axis_name, axis_size, in_axes, out_axes, name
+):
+    """Bind the outermost map of a nest folded onto `fold.devices`: the nest over the
+    device factors, whose bodies run the folded positions batched. `mesh_of_nest`
+    (placement's) places the folded nest on the devices."""
+    frame = _Frame((), len(fold.devices))
+    values = [Value(x) for x in operands]
+
+    def bind_device_map(device_operands, **params):
+        mesh = mesh_of_nest(
+            params["jaxpr"], axis_name, params["axis_size"], list(fold.devices), None
+        )
+        return primitives.bind_map(device_operands, mesh=mesh, **params)
+
+    outs = frame.map(jaxpr, values, axis_name, axis_size, in_axes, out_axes, name, bind_device_map)
+    return [value.array for value in outs]
+
+
+class _Frame:
+    """Interprets a map body's jaxpr over the folded positions of `axes` (every
+    enclosing map's, outermost first), `devices_left` devices left to inner maps."""
+
+    def __init__(self, axes: tuple[Axis, ...], devices_left: int) -> None:
+        self.axes = axes
+        self.devices_left = devices_left
+
+    # -- maps --------------------------------------------------------------------
+
+    def map(self, jaxpr, operands, axis_name, axis_size, in_axes, out_axes, name, bind):
+        """The map over `axis_name` of body `jaxpr` on `operands` (Values of this
+        frame): a map over its device factor, `bind(device operands, **params)`."""
+        devices, local, left = _split_or_refuse(axis_size, self.devices_left, axis_name)
+        axis = Axis(axis_name, axis_size, devices, local)
+        inner = _Frame((*self.axes, axis), left)
+        index = len(self.axes)
+        device_operands, device_in_axes, arg_batches = [], [], []
+        for value, in_axis in zip(operands, in_axes):
+            array, batch = value.array, value.batch
+            if in_axis is None:
+                device_operands.append(array)
+                device_in_axes.append(None)
+                arg_batches.append((batch, None))
+                continue
+            at = len(batch) + in_axis
+            array = _split_dim(array, at, devices, local)
+            device_operands.append(array)
+            device_in_axes.append(at)
+            # in the body: the device's `local` positions at `at` (a dimension of
+            # its own when local > 1), moved to the batch below
+            arg_batches.append((batch, at if local > 1 else None))
+        result_batches: list[tuple[int, ...]] = []
+
+        def body(*blocks):
+            values = []
+            for block, (batch, local_at) in zip(blocks, arg_batches):
+                if local_at is None:
+                    values.append(Value(block, batch))
+                else:
+                    values.append(Value(jnp.moveaxis(block, local_at, len(batch)), (*batch, index)))
+            results = inner.eval(jaxpr.jaxpr, jaxpr.consts, values)
+            outs = []
+            result_batches.clear()
+            for value, out_axis in zip(results, out_axes):
+                if out_axis is None:
+                    value = inner.take_first(value, index)
+                    outs.append(value.array)
+                    result_batches.append(value.batch)
+                    continue
+                value = inner.with_batch(value, index) if local > 1 else value
+                outer = tuple(i for i in value.batch if i != index)
+                array = value.array
+                if local > 1:
+                    array = jnp.moveaxis(array, len(outer), len(outer) + out_axis)
+                outs.append(array)
+                result_batches.append(outer)
+            return outs
+
+        avals = [
+            jax.ShapeDtypeStruct(
+                _drop(np.shape(x), a), x.dtype, weak_type=jax_api.is_weakly_typed(x)
+            )
+            for x, a in zip(device_operands, device_in_axes)
+        ]
+        with jax_api.tracing_map_body():
+            closed = jax.make_jaxpr(body, axis_env=[(axis_name, devices)])(*avals)
+        body_jaxpr, constants = jax_api.closure_to_arguments(closed)
+        device_out_axes = [
+            None if out_axis is None else len(batch) + out_axis
+            for out_axis, batch in zip(out_axes, result_batches)
+        ]
+        outs = bind(
+            [*constants, *device_operands],
+            jaxpr=body_jaxpr,
+            axis_name=axis_name,
+            axis_size=devices,
+            in_axes=[*[None] * len(constants), *device_in_axes],
+            out_axes=device_out_axes,
+            name=name,
+        )
+        results = []
+        for array, out_axis, batch in zip(outs, device_out_axes, result_batches):
+            if out_axis is not None and local > 1:
+                array = _merge_dims(array, out_axis)
+            results.append(Value(array, batch))
+        return results
+
+    # -- equations -----------------------------------------------------------------
+
+    def eval(self, jaxpr, consts, args: Sequence[Value]) -> list[Value]:
+        env: dict = {}
+        for var, value in zip(jaxpr.constvars, consts):
+            env[var] = Value(value)
+        for var, value in zip(jaxpr.invars, args):
+            env[var] = value
+
+        def read(atom) -> Value:
+            return Value(atom.val) if isinstance(atom, jax_api.Literal) else env[atom]
+
+        for eqn in jaxpr.eqns:
+            outs = self.equation(eqn, [read(atom) for atom in eqn.invars])
+            for var, value in zip(eqn.outvars, outs):
+                if not isinstance(var, jax_api.DropVar):
+                    env[var] = value
+        return [read(atom) for atom in jaxpr.outvars]
+
+    def equation(self, eqn, args: list[Value]) -> list[Value]:
+        primitive = eqn.primitive
+        if primitive is primitives.map_p:
+            params = eqn.params
+
+            def bind_nested(device_operands, **device_params):
+                return primitives.bind_map(device_operands, mesh=None, **device_params)
+
+            with jax_api.at_equation(eqn):
+                return self.map(
+                    params["jaxpr"],
+                    args,
+                    params["axis_name"],
+                    params["axis_size"],
+                    params["in_axes"],
+                    params["out_axes"],
+                    params["name"],
+                    bind_nested,
+                )
+        rule = _rules().get(primitive)
+        if rule is not None:
+            with jax_api.at_equation(eqn):
+                return rule(self, eqn, args)
+        if self._holds_folded(eqn):
+            body = jax_api.call_body(eqn)
+            if body is None:
+                raise _at(eqn, self._unsupported_control_flow(eqn))
+            jaxpr, consts = body
+            return self.eval(jaxpr, consts, args)
+        return self.batched(eqn, args)
+
+    def batched(self, eqn, args: list[Value]) -> list[Value]:
+        """`eqn` on every folded position its operands vary over, as nested `jax.vmap`s
+        (one per folded axis, outermost first) run it."""
+        batch = tuple(sorted({i for value in args for i in value.batch}))
+        if not batch:
+            return [Value(x) for x in jax_api.bind_equation(eqn, [v.array for v in args])]
+        fun = lambda *xs: jax_api.bind_equation(eqn, xs)  # noqa: E731
+        for axis in reversed(batch):
+            fun = jax.vmap(fun, in_axes=tuple(0 if axis in v.batch else None for v in args))
+        # each vmap strips its axis from the operands that have it
+        return [Value(x, batch) for x in fun(*[v.array for v in args])]
+
+    def _holds_folded(self, eqn) -> bool:
+        """Whether a jaxpr inside `eqn` holds a map or names an axis folded here."""
+        folded = self.folded_names()
+        return any(_names_folded(inner, folded) for inner in jax_api.jaxprs_in(eqn.params))
+
+    def _unsupported_control_flow(self, eqn) -> UnsupportedError:
+        folded = sorted(self.folded_names(), key=str)
+        names = ", ".join(f"'{dialect.axis_label(name)}'" for name in folded)
+        return UnsupportedError(
+            f"'{eqn.primitive.name}' holds a collective over {names}, which is folded (its "
+            "positions share devices); a folded collective cannot run inside lax.cond, "
+            "while_loop or scan yet: give the nest one device per position, or call the "
+            "collective outside the loop or branch"
+        )
+
+    def folded_names(self) -> set:
+        """The axis names whose innermost binding here is folded."""
+        innermost: dict = {}
+        for axis in self.axes:
+            innermost[axis.name] = axis
+        return {name for name, axis in innermost.items() if axis.local > 1}
+
+    # -- batch dimensions ----------------------------------------------------------
+
+    def resolve(self, name) -> int | None:
+        """The index of the innermost map binding `name` (None: no map binds it)."""
+        for index in range(len(self.axes) - 1, -1, -1):
+            if self.axes[index].name == name:
+                return index
+        return None
+
+    def with_batch(self, value: Value, *indices: int) -> Value:
+        """`value` with the folded axes `indices` among its batch (broadcast along
+        those it does not vary over)."""
+        missing = [i for i in indices if i not in value.batch and self.axes[i].local > 1]
+        if not missing:
+            return value
+        batch = tuple(sorted({*value.batch, *missing}))
+        array = value.array
+        shape = np.shape(array)
+        rest = shape[len(value.batch) :]
+        expanded = jnp.reshape(
+            array,
+            tuple(shape[value.batch.index(i)] if i in value.batch else 1 for i in batch) + rest,
+        )
+        full = tuple(self.axes[i].local for i in batch) + rest
+        return Value(jnp.broadcast_to(expanded, full), batch)
+
+    def take_first(self, value: Value, index: int) -> Value:
+        """`value` at the first of axis `index`'s positions (for a value the same at
+        all of them: a map's unmapped result)."""
+        if index not in value.batch:
+            return value
+        at = value.batch.index(index)
+        return Value(jnp.take(value.array, 0, axis=at), tuple(i for i in value.batch if i != index))
+
+    def position(self, index: int):
+        """Axis `index`'s position of each folded position a device holds: a Value."""
+        axis = self.axes[index]
+        device = lax.axis_index(axis.name) if axis.devices > 1 else 0
+        if axis.local == 1:
+            return Value(jnp.asarray(device, np.int32))
+        local = jnp.arange(axis.local, dtype=np.int32)
+        return Value(device * axis.local + local, (index,))
+
+
+def _split_or_refuse(size: int, devices_left: int, axis_name) -> tuple[int, int, int]:
+    step = split(size, devices_left)
+    if step is None:
+        raise FoldError(
+            f"the map over '{dialect.axis_label(axis_name)}' has {size} positions, which "
+            f"{devices_left} device(s) cannot share row-major (neither divides the other); "
+            "fold onto a device count that divides the mesh axis by axis"
+        )
+    return step
+
+
+def _names_folded(jaxpr, folded: set) -> bool:
+    for eqn in jaxpr.eqns:
+        if eqn.primitive is primitives.map_p:
+            return True
+        if any(name in folded for name in jax_api.named_axes(eqn.params)):
+            return True
+        if any(_names_folded(inner, folded) for inner in jax_api.jaxprs_in(eqn.params)):
+            return True
+    return False
+
+
+def _at(eqn, error):
+    where = jax_api.user_line(eqn)
+    return error.at(SourceLoc(*where, 0)) if where is not None else error
+
+
+def _drop(shape, axis):
+    shape = tuple(shape)
+    return shape if axis is None else shape[:axis] + shape[axis + 1 :]
+
+
+def _split_dim(array, at: int, devices: int, local: int):
+    """Dimension `at` (devices times local positions) split in two, devices major."""
+    if local == 1:
+        return array
+    shape = np.shape(array)
+    return jnp.reshape(array, (*shape[:at], devices, local, *shape[at + 1 :]))
+
+
+def _merge_dims(array, at: int):
+    """Dimensions `at` and `at + 1` merged, the first major."""
+    shape = np.shape(array)
+    return jnp.reshape(array, (*shape[:at], shape[at] * shape[at + 1], *shape[at + 2 :]))
+
+
+# ----------------------------------------------------------------------------
+# Collectives
+
+
+@dataclasses.dataclass(frozen=True)
+class _Group:
+    """The axes a collective acts over, as the frame folds them."""
+
+    indices: tuple[int, ...]  # frame axes, in the order the collective names them
+    external: tuple  # names no enclosing map binds (a jax.vmap's), reduced on devices
+
+    def device_names(self, frame: _Frame) -> tuple:
+        return tuple(frame.axes[i].name for i in self.indices if frame.axes[i].devices > 1)
+
+    def size(self, frame: _Frame) -> int:
+        return math.prod(frame.axes[i].size for i in self.indices)
+
+
+def _group(frame: _Frame, eqn, collective: Collective | None) -> _Group:
+    indices, external = [], []
+    for name in jax_api.named_axes(eqn.params):
+        index = frame.resolve(name)
+        if index is None:
+            external.append(name)
+        else:
+            indices.append(index)
+    if external and (collective is None or not collective.reduction):
+        labels = ", ".join(f"'{dialect.axis_label(n)}'" for n in external)
+        raise _at(
+            eqn,
+            UnsupportedError(
+                f"'{eqn.primitive.name}' over {labels} (no pmapc.pmap binds it) together with "
+                "folded map axes cannot be folded; only psum, pmax and pmin may name such "
+                "an axis in a folded nest"
+            ),
+        )
+    return _Group(tuple(indices), tuple(external))
+
+
+def _reduction(collective: Collective):
+    reduce_local = {"psum": jnp.sum, "pmax": jnp.max, "pmin": jnp.min}[collective.kind]
+    bind_device = {"psum": lax.psum, "pmax": lax.pmax, "pmin": lax.pmin}[collective.kind]
+
+    def rule(frame: _Frame, eqn, args: list[Value]) -> list[Value]:
+        params = collective.params_from_jax(eqn.params)
+        group = _group(frame, eqn, collective)
+        positional = _positional_axes(eqn.params)
+        if params.index_groups is not None:
+            compute = _compute(collective, params, group.size(frame))
+            return [
+                _gathered(frame, group, _reduced(value, positional, reduce_local), compute)
+                for value in args
+            ]
+        folded = [i for i in group.indices if frame.axes[i].local > 1]
+        device_names = (*group.device_names(frame), *group.external)
+        results = []
+        for value in args:
+            value = frame.with_batch(value, *folded)
+            array = value.array
+            nb = len(value.batch)
+            dims = [value.batch.index(i) for i in folded] + [nb + p for p in positional]
+            if dims:
+                array = reduce_local(array, axis=tuple(dims))
+            batch = tuple(i for i in value.batch if i not in folded)
+            if device_names:
+                array = bind_device(array, device_names)
+            results.append(Value(array, batch))
+        return results
+
+    return rule
+
+
+def _reduced(value: Value, positional: tuple[int, ...], reduce_local) -> Value:
+    """`value` reduced over a jax.vmap's positional axes of a reduction (locally)."""
+    if not positional:
+        return value
+    nb = len(value.batch)
+    return Value(reduce_local(value.array, axis=tuple(nb + p for p in positional)), value.batch)
+
+
+def _positional_axes(params) -> tuple[int, ...]:
+    names = params.get("axes", params.get("axis_name", ()))
+    names = names if isinstance(names, (tuple, list)) else (names,)
+    return tuple(n for n in names if isinstance(n, int) and not isinstance(n, bool))
+
+
+def _axis_index_rule(frame: _Frame, eqn, args: list[Value]) -> list[Value]:
+    group = _group(frame, eqn, collectives.AXIS_INDEX)
+    return [_group_index(frame, group)]
+
+
+def _group_index(frame: _Frame, group: _Group) -> Value:
+    """Each folded position's index in its group's row-major order of the axes."""
+    total = Value(jnp.asarray(0, np.int32))
+    for i in group.indices:
+        position = frame.position(i)
+        stride = math.prod(frame.axes[j].size for j in group.indices[group.indices.index(i) + 1 :])
+        term = Value(position.array * np.int32(stride), position.batch)
+        total = _add(frame, total, term)
+    return total
+
+
+def _add(frame: _Frame, a: Value, b: Value) -> Value:
+    batch = tuple(sorted({*a.batch, *b.batch}))
+    a, b = frame.with_batch(a, *batch), frame.with_batch(b, *batch)
+    return Value(a.array + b.array, batch)
+
+
+def _gathering(collective: Collective):
+    def rule(frame: _Frame, eqn, args: list[Value]) -> list[Value]:
+        params = collective.params_from_jax(eqn.params)
+        group = _group(frame, eqn, collective)
+        if collective is collectives.PPERMUTE:
+            # ppermute counts a group's positions in mesh order, whatever the order
+            # the axes are named in (as JAX 0.4.30 does; shared/REFERENCE.md)
+            group = dataclasses.replace(group, indices=tuple(sorted(group.indices)))
+        compute = _compute(collective, params, group.size(frame))
+        return [_gathered(frame, group, value, compute) for value in args]
+
+    return rule
+
+
+def _gathered(frame: _Frame, group: _Group, value: Value, compute) -> Value:
+    """A collective computed from every position's value in its group: the values of
+    the group's positions on other devices gathered (none when the group lies within
+    the device's block), then `compute(members, index in the group)` at each folded
+    position."""
+    folded = [i for i in group.indices if frame.axes[i].local > 1]
+    value = frame.with_batch(value, *folded)
+    members = _members(frame, group, value)
+    others = tuple(i for i in value.batch if i not in folded)
+    index = frame.with_batch(_group_index(frame, group), *others, *folded)
+    batch = index.batch
+    # the members (over the other axes' batch) at each position of the full batch
+    members = frame.with_batch(Value(members, others), *batch)
+    flat_members = jnp.reshape(members.array, (-1, *np.shape(members.array)[len(batch) :]))
+    flat_index = jnp.reshape(index.array, (-1,))
+    out = jax.vmap(compute)(flat_members, flat_index)
+    sizes = tuple(frame.axes[i].local for i in batch)
+    return Value(jnp.reshape(out, (*sizes, *np.shape(out)[1:])), batch)
+
+
+def _members(frame: _Frame, group: _Group, value: Value):
+    """[other batch dims..., group size, value dims...]: every position of the group
+    (row-major over its axes) for each of the value's other folded positions."""
+    array = value.array
+    device_axes = [i for i in group.indices if frame.axes[i].devices > 1]
+    if device_axes:
+        gathered = lax.all_gather(array, tuple(frame.axes[i].name for i in device_axes))
+        array = jnp.reshape(
+            gathered, (*[frame.axes[i].devices for i in device_axes], *np.shape(array))
+        )
+    # dimensions now: [device axes..., value.batch..., rest]
+    nd = len(device_axes)
+    nb = len(value.batch)
+    others = [d for d, i in enumerate(value.batch) if i not in group.indices]
+    order = [nd + d for d in others]
+    for i in group.indices:
+        if i in device_axes:
+            order.append(device_axes.index(i))
+        if frame.axes[i].local > 1:
+            order.append(nd + value.batch.index(i))
+    order += list(range(nd + nb, np.ndim(array)))
+    array = jnp.transpose(array, order)
+    shape = np.shape(array)
+    return jnp.reshape(array, (*shape[: len(others)], group.size(frame), *shape[nd + nb :]))
+
+
+def _compute(collective: Collective, params, size: int):
+    """(members [size, ...], this position's index in the group) -> its result."""
+    groups = params.index_groups
+    group_of = np.zeros(size, np.int32)
+    rank_of = np.zeros(size, np.int32)
+    for g, members in enumerate(groups or ()):
+        for r, position in enumerate(members):
+            group_of[position], rank_of[position] = g, r
+
+    def select(members, index):
+        """(the members of this position's index group, its rank there)."""
+        if groups is None:
+            return members, index
+        table = np.asarray(groups, np.int32)  # groups of one size (all but reductions)
+        group = jnp.asarray(table)[jnp.asarray(group_of)[index]]
+        return members[group], jnp.asarray(rank_of)[index]
+
+    kind = collective.kind
+    if kind in ("psum", "pmax", "pmin"):
+        reduce = {"psum": jnp.sum, "pmax": jnp.max, "pmin": jnp.min}[kind]
+        if groups is None:
+            return lambda members, index: reduce(members, axis=0)
+        # groups of any sizes: the members outside this position's group count as
+        # the reduction's identity
+        same = np.equal.outer(group_of, group_of)
+
+        def grouped_reduction(members, index):
+            inside = jnp.asarray(same)[index].reshape((size,) + (1,) * (members.ndim - 1))
+            return reduce(jnp.where(inside, members, _identity(kind, members.dtype)), axis=0)
+
+        return grouped_reduction
+    if kind == "all_gather":
+        dim, tiled = params.all_gather_dimension, params.tiled
+
+        def all_gather(members, index):
+            chosen = jnp.moveaxis(select(members, index)[0], 0, dim)
+            return _merge_dims(chosen, dim) if tiled else chosen
+
+        return all_gather
+    if kind == "psum_scatter":
+        dim, tiled = params.scatter_dimension, params.tiled
+
+        def psum_scatter(members, index):
+            chosen, rank = select(members, index)
+            total = jnp.sum(chosen, axis=0)
+            if not tiled:
+                return lax.dynamic_index_in_dim(total, rank, dim, keepdims=False)
+            chunk = np.shape(total)[dim] // np.shape(chosen)[0]
+            return lax.dynamic_slice_in_dim(total, rank * chunk, chunk, dim)
+
+        return psum_scatter
+    if kind == "all_to_all":
+        split_axis, concat_axis = params.split_axis, params.concat_axis
+
+        def all_to_all(members, index):
+            chosen, rank = select(members, index)
+            count = np.shape(chosen)[0]
+            chunk = np.shape(chosen)[1 + split_axis] // count
+            mine = lax.dynamic_slice_in_dim(chosen, rank * chunk, chunk, 1 + split_axis)
+            return _merge_dims(jnp.moveaxis(mine, 0, concat_axis), concat_axis)
+
+        return all_to_all
+    if kind == "ppermute":
+        source = np.full(size, -1, np.int32)
+        for src, dst in params.perm:
+            source[dst] = src
+
+        def ppermute(members, index):
+            src = jnp.asarray(source)[index]
+            got = members[jnp.maximum(src, 0)]
+            return jnp.where(src >= 0, got, jnp.zeros_like(got))
+
+        return ppermute
+    raise AssertionError(f"no fold rule computes '{kind}'")
+
+
+def _identity(kind: str, dtype):
+    """The value that leaves a psum, pmax or pmin as it is."""
+    if kind == "psum":
+        return jnp.zeros((), dtype)
+    if dtype == np.bool_:
+        return jnp.asarray(kind == "pmin")
+    info = jnp.finfo(dtype) if jnp.issubdtype(dtype, jnp.inexact) else jnp.iinfo(dtype)
+    if jnp.issubdtype(dtype, jnp.floating):
+        return jnp.asarray(-np.inf if kind == "pmax" else np.inf, dtype)
+    return jnp.asarray(info.min if kind == "pmax" else info.max, dtype)
+
+
+def _pbroadcast_rule(frame: _Frame, eqn, args: list[Value]) -> list[Value]:
+    group = _group(frame, eqn, None)
+    if len(args) == 2:  # 0.12's pbroadcast with a traced source
+        value, source = args
+        if source.batch:
+            raise _at(
+                eqn,
+                UnsupportedError(
+                    "pbroadcast in a folded nest needs a source that is the same at every "
+                    "position; compute it outside the map or from axes that are not folded"
+                ),
+            )
+        index = source.array
+    else:
+        value, index = args[0], eqn.params["source"]
+    return [_gathered(frame, group, value, lambda members, _: members[index])]
+
+
+def _identity_rule(frame: _Frame, eqn, args: list[Value]) -> list[Value]:
+    return list(args)
+
+
+def _rules():
+    """primitive -> fold rule (made once per process)."""
+    global _RULES
+    if _RULES is None:
+        rules = {}
+        for collective in collectives.ALL:
+            if collective.kind == "axis_index":
+                rule = _axis_index_rule
+            elif collective.kind in ("psum", "pmax", "pmin"):
+                rule = _reduction(collective)
+            else:
+                rule = _gathering(collective)
+            rules[jax_api.collective_primitive(collective)] = rule
+        for invariant, collective in jax_api.invariant_collectives().items():
+            rules[invariant] = rules[jax_api.collective_primitive(collective)]
+        rules[jax_api.PBROADCAST] = _pbroadcast_rule
+        if jax_api.PBROADCAST_DYNAMIC is not None:
+            rules[jax_api.PBROADCAST_DYNAMIC] = _pbroadcast_rule
+        starts, dones = jax_api.async_collectives()
+        rules.update((start, rules[sync]) for start, sync in starts.items() if sync in rules)
+        rules.update((p, _identity_rule) for p in (*dones, *jax_api.IDENTITY_PRIMITIVES))
+        _RULES = rules
+    return _RULES
+
+
+_RULES: dict | None = None
