@@ -263,12 +263,114 @@ class _Frame:
             with jax_api.at_equation(eqn):
                 return rule(self, eqn, args)
         if self._holds_folded(eqn):
+            control = _CONTROL_FLOW.get(primitive.name)
+            if control is not None:
+                with jax_api.at_equation(eqn):
+                    return control(self, eqn, args)
             body = jax_api.call_body(eqn)
             if body is None:
-                raise _at(eqn, self._unsupported_control_flow(eqn))
+                raise _at(eqn, self._unsupported(eqn))
             jaxpr, consts = body
             return self.eval(jaxpr, consts, args)
         return self.batched(eqn, args)
+
+    # -- control flow holding folded collectives: every folded position runs each
+    # trip or branch together, values batched over all of them (as jax.vmap runs a
+    # loop whose predicate varies: trips continue while any position's holds)
+
+    def full_batch(self) -> tuple[int, ...]:
+        """Every folded axis of the frame."""
+        return tuple(i for i, axis in enumerate(self.axes) if axis.local > 1)
+
+    def run(self, closed, args: Sequence[Value]) -> list[Value]:
+        return self.eval(closed.jaxpr, closed.consts, args)
+
+    def arrays(self, values: Sequence[Value], batch: tuple[int, ...]) -> list:
+        return [self.with_batch(value, *batch).array for value in values]
+
+    def selected(self, predicate: Value, new: list, old: list, batch: tuple[int, ...]) -> list:
+        """`new` where `predicate` holds at a folded position, else `old`."""
+        mask = self.with_batch(predicate, *batch).array
+        return [
+            jnp.where(jnp.reshape(mask, np.shape(mask) + (1,) * (np.ndim(n) - len(batch))), n, o)
+            for n, o in zip(new, old)
+        ]
+
+    def while_loop(self, eqn, args: list[Value]) -> list[Value]:
+        params = eqn.params
+        cond_count, body_count = params["cond_nconsts"], params["body_nconsts"]
+        cond_consts, body_consts = args[:cond_count], args[cond_count : cond_count + body_count]
+        batch = self.full_batch()
+
+        def predicate(carry) -> Value:
+            carried = [Value(c, batch) for c in carry]
+            return self.run(params["cond_jaxpr"], [*cond_consts, *carried])[0]
+
+        def cond(carry):
+            holds = predicate(carry)
+            return jnp.any(holds.array) if holds.batch else holds.array
+
+        def body(carry):
+            carried = [Value(c, batch) for c in carry]
+            new = self.arrays(self.run(params["body_jaxpr"], [*body_consts, *carried]), batch)
+            holds = predicate(carry)
+            return self.selected(holds, new, list(carry), batch) if holds.batch else new
+
+        init = self.arrays(args[cond_count + body_count :], batch)
+        return [Value(out, batch) for out in lax.while_loop(cond, body, init)]
+
+    def scan(self, eqn, args: list[Value]) -> list[Value]:
+        params = eqn.params
+        const_count, carry_count = params["num_consts"], params["num_carry"]
+        consts = args[:const_count]
+        xs = args[const_count + carry_count :]
+        batch = self.full_batch()
+
+        def body(carry, slices):
+            carried = [Value(c, batch) for c in carry]
+            sliced = [Value(x, value.batch) for x, value in zip(slices, xs)]
+            outs = self.run(params["jaxpr"], [*consts, *carried, *sliced])
+            return (
+                self.arrays(outs[:carry_count], batch),
+                self.arrays(outs[carry_count:], batch),
+            )
+
+        init = self.arrays(args[const_count : const_count + carry_count], batch)
+        scanned = [jnp.moveaxis(x.array, len(x.batch), 0) for x in xs]
+        carry, ys = lax.scan(
+            body,
+            init,
+            scanned,
+            length=params["length"],
+            reverse=params["reverse"],
+            unroll=params["unroll"],
+        )
+        stacked = [Value(jnp.moveaxis(y, 0, len(batch)), batch) for y in ys]
+        return [*(Value(c, batch) for c in carry), *stacked]
+
+    def cond(self, eqn, args: list[Value]) -> list[Value]:
+        index, operands = args[0], args[1:]
+        batch = self.full_batch()
+
+        def branch(closed):
+            def run(*arrays):
+                values = [Value(a, v.batch) for a, v in zip(arrays, operands)]
+                return self.arrays(self.run(closed, values), batch)
+
+            return run
+
+        branches = [branch(closed) for closed in eqn.params["branches"]]
+        arrays = [v.array for v in operands]
+        if not index.batch:
+            return [Value(out, batch) for out in lax.switch(index.array, branches, *arrays)]
+        # an index that varies over the folded positions: every branch, then each
+        # position's own
+        results = [run(*arrays) for run in branches]
+        outs = results[0]
+        for k, result in enumerate(results[1:], start=1):
+            chosen = Value(jnp.equal(index.array, k), index.batch)
+            outs = self.selected(chosen, result, outs, batch)
+        return [Value(out, batch) for out in outs]
 
     def batched(self, eqn, args: list[Value]) -> list[Value]:
         """`eqn` on every folded position its operands vary over, as nested `jax.vmap`s
@@ -287,14 +389,13 @@ class _Frame:
         folded = self.folded_names()
         return any(_names_folded(inner, folded) for inner in jax_api.jaxprs_in(eqn.params))
 
-    def _unsupported_control_flow(self, eqn) -> UnsupportedError:
+    def _unsupported(self, eqn) -> UnsupportedError:
         folded = sorted(self.folded_names(), key=str)
         names = ", ".join(f"'{dialect.axis_label(name)}'" for name in folded)
         return UnsupportedError(
-            f"'{eqn.primitive.name}' holds a collective over {names}, which is folded (its "
-            "positions share devices); a folded collective cannot run inside lax.cond, "
-            "while_loop or scan yet: give the nest one device per position, or call the "
-            "collective outside the loop or branch"
+            f"'{eqn.primitive.name}' holds a map or a collective over {names}, which is "
+            "folded (its positions share devices), and pmapc cannot fold inside it; give "
+            "the nest one device per position, or call the collective outside it"
         )
 
     def folded_names(self) -> set:
@@ -346,6 +447,10 @@ class _Frame:
             return Value(jnp.asarray(device, np.int32))
         local = jnp.arange(axis.local, dtype=np.int32)
         return Value(device * axis.local + local, (index,))
+
+
+# Control flow whose bodies hold folded collectives, by primitive name.
+_CONTROL_FLOW = {"while": _Frame.while_loop, "scan": _Frame.scan, "cond": _Frame.cond}
 
 
 def _split_or_refuse(size: int, devices_left: int, axis_name) -> tuple[int, int, int]:

@@ -241,26 +241,37 @@ def test_fold_onto_refuses_a_device_listed_twice():
         pass
 
 
-def test_a_folded_collective_inside_a_loop_is_refused_at_its_line():
-    def body(x):
-        return jax.lax.fori_loop(0, 2, lambda i, y: jax.lax.psum(y, "model"), x)
+def control_flow(x):
+    """Collectives over folded axes inside fori_loop, while_loop (trips that vary over
+    'data'), cond (a branch that varies over 'data') and scan."""
 
-    f = pmapc.pmap(pmapc.pmap(body, "model"), "data")
-    with pytest.raises(pmapc.UnsupportedError, match="'model', which is folded") as raised:
-        with fold_onto(2):
-            f(np.zeros((2, 2), np.float32))
-    assert raised.value.location is not None and raised.value.location.file == __file__
+    def step(_, x):
+        x = jax.lax.psum(x, "data") * 0.5
+        return jax.lax.psum(x, "model") * 0.25 + 1.0
+
+    looped = jax.lax.fori_loop(0, 3, step, x)
+    trips = jax.lax.axis_index("data") + 2
+    _, summed = jax.lax.while_loop(
+        lambda c: c[0] < trips, lambda c: (c[0] + 1, jax.lax.psum(c[1], "model")), (0, x)
+    )
+    branched = jax.lax.cond(
+        jax.lax.axis_index("data") == 0,
+        lambda v: jax.lax.pmax(v, "model"),
+        lambda v: jax.lax.pmin(v, "model"),
+        x,
+    )
+    _, scanned = jax.lax.scan(lambda c, v: (c + jax.lax.psum(v, "model"), c * v), x.sum(), x)
+    return looped, summed, branched, scanned
 
 
-def test_a_loop_over_an_axis_that_is_not_folded_runs():
-    def body(x):
-        return jax.lax.fori_loop(0, 2, lambda i, y: jax.lax.psum(y, "data"), x)
-
-    f = pmapc.pmap(pmapc.pmap(body, "model"), "data")
-    x = np.arange(8.0, dtype=np.float32).reshape(2, 4)
-    with fold_onto(2):
-        out = f(x)
-    np.testing.assert_array_equal(np.asarray(out), np.broadcast_to(x.sum(0) * 2, (2, 4)))
+@pytest.mark.parametrize("count", COUNTS)
+def test_collectives_inside_control_flow_fold(count):
+    x = np.arange(24.0, dtype=np.float32).reshape(2, 4, 3) / 8
+    oracle = jax.vmap(jax.vmap(control_flow, axis_name="model"), axis_name="data")(x)
+    with fold_onto(count):
+        out = pmapc.pmap(pmapc.pmap(control_flow, "model"), "data")(x)
+    for ours, want in zip(out, oracle, strict=True):
+        np.testing.assert_allclose(np.asarray(ours), np.asarray(want), rtol=1e-6)
 
 
 def test_lower_shows_the_mesh_of_the_devices():
