@@ -119,14 +119,15 @@ def bind_folded(
     """Bind the outermost map of a nest folded onto `fold.devices`: the nest over the
     device factors, whose bodies run the folded positions batched. `mesh_of_nest`
     (placement's) places the folded nest on the devices."""
-    frame = _Frame((), len(fold.devices))
+    folded: dict[str, int] = {}  # axis label -> positions per device, as maps fold
+    frame = _Frame((), len(fold.devices), folded)
     values = [Value(x) for x in operands]
 
     def bind_device_map(device_operands, **params):
         mesh = mesh_of_nest(
             params["jaxpr"], axis_name, params["axis_size"], list(fold.devices), None
         )
-        return primitives.bind_map(device_operands, mesh=mesh, **params)
+        return primitives.bind_map(device_operands, mesh=mesh, fold=tuple(folded.items()), **params)
 
     outs = frame.map(jaxpr, values, axis_name, axis_size, in_axes, out_axes, name, bind_device_map)
     return [value.array for value in outs]
@@ -136,18 +137,24 @@ class _Frame:
     """Interprets a map body's jaxpr over the folded positions of `axes` (every
     enclosing map's, outermost first), `devices_left` devices left to inner maps."""
 
-    def __init__(self, axes: tuple[Axis, ...], devices_left: int) -> None:
+    def __init__(self, axes: tuple[Axis, ...], devices_left: int, folded: dict) -> None:
         self.axes = axes
         self.devices_left = devices_left
+        self.folded = folded  # the nest's: axis label -> positions per device
 
     # -- maps --------------------------------------------------------------------
 
-    def map(self, jaxpr, operands, axis_name, axis_size, in_axes, out_axes, name, bind):
+    def map(self, jaxpr, operands, axis_name, axis_size, in_axes, out_axes, name, outermost=None):
         """The map over `axis_name` of body `jaxpr` on `operands` (Values of this
-        frame): a map over its device factor, `bind(device operands, **params)`."""
+        frame): a map over its device factor, bound by `outermost(device operands,
+        **params)` for the outermost map (with its mesh), else as a nested map; a
+        nested map on one device, inline."""
         devices, local, left = _split_or_refuse(axis_size, self.devices_left, axis_name)
         axis = Axis(axis_name, axis_size, devices, local)
-        inner = _Frame((*self.axes, axis), left)
+        if local > 1:
+            label = dialect.axis_label(axis_name)
+            self.folded[label] = max(self.folded.get(label, 1), local)
+        inner = _Frame((*self.axes, axis), left, self.folded)
         index = len(self.axes)
         device_operands, device_in_axes, arg_batches = [], [], []
         for value, in_axis in zip(operands, in_axes):
@@ -191,6 +198,54 @@ class _Frame:
                 result_batches.append(outer)
             return outs
 
+        if devices == 1 and outermost is None:
+            # a map all of whose positions are on each device: its body inline (no
+            # collective names its axis on the devices: the frame's rules keep them local)
+            blocks = [
+                x if a is None else jnp.squeeze(x, a)
+                for x, a in zip(device_operands, device_in_axes)
+            ]
+            outs = body(*blocks)
+            device_out_axes = [
+                None if out_axis is None else len(batch) + out_axis
+                for out_axis, batch in zip(out_axes, result_batches)
+            ]
+            outs = [
+                x if a is None else jnp.expand_dims(x, a) for x, a in zip(outs, device_out_axes)
+            ]
+        else:
+            outs, device_out_axes = self._bind_device_map(
+                body,
+                result_batches,
+                device_operands,
+                device_in_axes,
+                out_axes,
+                axis_name,
+                devices,
+                name,
+                outermost or _bind_nested,
+            )
+        results = []
+        for array, out_axis, batch in zip(outs, device_out_axes, result_batches):
+            if out_axis is not None and local > 1:
+                array = _merge_dims(array, out_axis)
+            results.append(Value(array, batch))
+        return results
+
+    def _bind_device_map(
+        self,
+        body,
+        result_batches,
+        device_operands,
+        device_in_axes,
+        out_axes,
+        axis_name,
+        devices,
+        name,
+        bind,
+    ):
+        """The map over the device factor: `body` traced on the device's blocks, bound
+        by `bind`; (its results, their out_axes)."""
         avals = [
             jax.ShapeDtypeStruct(
                 _drop(np.shape(x), a), x.dtype, weak_type=jax_api.is_weakly_typed(x)
@@ -213,12 +268,7 @@ class _Frame:
             out_axes=device_out_axes,
             name=name,
         )
-        results = []
-        for array, out_axis, batch in zip(outs, device_out_axes, result_batches):
-            if out_axis is not None and local > 1:
-                array = _merge_dims(array, out_axis)
-            results.append(Value(array, batch))
-        return results
+        return outs, device_out_axes
 
     # -- equations -----------------------------------------------------------------
 
@@ -243,10 +293,6 @@ class _Frame:
         primitive = eqn.primitive
         if primitive is primitives.map_p:
             params = eqn.params
-
-            def bind_nested(device_operands, **device_params):
-                return primitives.bind_map(device_operands, mesh=None, **device_params)
-
             with jax_api.at_equation(eqn):
                 return self.map(
                     params["jaxpr"],
@@ -256,7 +302,6 @@ class _Frame:
                     params["in_axes"],
                     params["out_axes"],
                     params["name"],
-                    bind_nested,
                 )
         rule = _rules().get(primitive)
         if rule is not None:
@@ -399,11 +444,12 @@ class _Frame:
         )
 
     def folded_names(self) -> set:
-        """The axis names whose innermost binding here is folded."""
+        """The axis names whose innermost binding here is folded (or on one device:
+        those are bound on no device map)."""
         innermost: dict = {}
         for axis in self.axes:
             innermost[axis.name] = axis
-        return {name for name, axis in innermost.items() if axis.local > 1}
+        return {name for name, axis in innermost.items() if axis.local > 1 or axis.devices == 1}
 
     # -- batch dimensions ----------------------------------------------------------
 
@@ -451,6 +497,10 @@ class _Frame:
 
 # Control flow whose bodies hold folded collectives, by primitive name.
 _CONTROL_FLOW = {"while": _Frame.while_loop, "scan": _Frame.scan, "cond": _Frame.cond}
+
+
+def _bind_nested(device_operands, **params):
+    return primitives.bind_map(device_operands, mesh=None, **params)
 
 
 def _split_or_refuse(size: int, devices_left: int, axis_name) -> tuple[int, int, int]:
@@ -630,15 +680,45 @@ def _gathered(frame: _Frame, group: _Group, value: Value, compute) -> Value:
     value = frame.with_batch(value, *folded)
     members = _members(frame, group, value)
     others = tuple(i for i in value.batch if i not in folded)
-    index = frame.with_batch(_group_index(frame, group), *others, *folded)
-    batch = index.batch
+    batch = tuple(sorted({*others, *folded}))
+    sizes = tuple(frame.axes[i].local for i in batch)
+    static = _static_group_index(frame, group, batch)
+    if static is not None:
+        # a group within the device's block: each position's index in it is known, so
+        # its result is slices of the members (no collective, no gather)
+        flat = jnp.reshape(members, (-1, *np.shape(members)[len(others) :]))
+        other_sizes = [frame.axes[i].local for i in others]
+        outs = []
+        for position in np.ndindex(*sizes):
+            row = (
+                np.ravel_multi_index([position[batch.index(i)] for i in others], other_sizes)
+                if others
+                else 0
+            )
+            outs.append(compute(flat[row], int(static[position])))
+        return Value(jnp.reshape(jnp.stack(outs), (*sizes, *np.shape(outs[0]))), batch)
+    index = frame.with_batch(_group_index(frame, group), *batch)
     # the members (over the other axes' batch) at each position of the full batch
-    members = frame.with_batch(Value(members, others), *batch)
-    flat_members = jnp.reshape(members.array, (-1, *np.shape(members.array)[len(batch) :]))
+    spread = frame.with_batch(Value(members, others), *batch)
+    flat_members = jnp.reshape(spread.array, (-1, *np.shape(spread.array)[len(batch) :]))
     flat_index = jnp.reshape(index.array, (-1,))
     out = jax.vmap(compute)(flat_members, flat_index)
-    sizes = tuple(frame.axes[i].local for i in batch)
     return Value(jnp.reshape(out, (*sizes, *np.shape(out)[1:])), batch)
+
+
+def _static_group_index(frame: _Frame, group: _Group, batch: tuple[int, ...]):
+    """Each folded position's index in its group, over `batch`, as a numpy array when
+    the group lies within every device's block (else None: it depends on the device)."""
+    if any(frame.axes[i].devices > 1 for i in group.indices):
+        return None
+    sizes = tuple(frame.axes[i].local for i in batch)
+    index = np.zeros(sizes, np.int64)
+    coordinates = np.indices(sizes) if sizes else np.zeros((0,), np.int64)
+    for i in group.indices:
+        stride = math.prod(frame.axes[j].size for j in group.indices[group.indices.index(i) + 1 :])
+        if frame.axes[i].local > 1:
+            index = index + coordinates[batch.index(i)] * stride
+    return index
 
 
 def _members(frame: _Frame, group: _Group, value: Value):
@@ -668,7 +748,9 @@ def _members(frame: _Frame, group: _Group, value: Value):
 
 
 def _compute(collective: Collective, params, size: int):
-    """(members [size, ...], this position's index in the group) -> its result."""
+    """(members [size, ...], this position's index in the group) -> its result. The
+    index is a Python int where it is known while tracing (a group within the device's
+    block): the result is then slices of the members."""
     groups = params.index_groups
     group_of = np.zeros(size, np.int32)
     rank_of = np.zeros(size, np.int32)
@@ -680,6 +762,9 @@ def _compute(collective: Collective, params, size: int):
         """(the members of this position's index group, its rank there)."""
         if groups is None:
             return members, index
+        if isinstance(index, int):
+            group = groups[group_of[index]]
+            return jnp.stack([members[m] for m in group]), int(rank_of[index])
         table = np.asarray(groups, np.int32)  # groups of one size (all but reductions)
         group = jnp.asarray(table)[jnp.asarray(group_of)[index]]
         return members[group], jnp.asarray(rank_of)[index]
@@ -694,6 +779,9 @@ def _compute(collective: Collective, params, size: int):
         same = np.equal.outer(group_of, group_of)
 
         def grouped_reduction(members, index):
+            if isinstance(index, int):
+                inside = [m for m in range(size) if same[index, m]]
+                return reduce(jnp.stack([members[m] for m in inside]), axis=0)
             inside = jnp.asarray(same)[index].reshape((size,) + (1,) * (members.ndim - 1))
             return reduce(jnp.where(inside, members, _identity(kind, members.dtype)), axis=0)
 
@@ -712,10 +800,9 @@ def _compute(collective: Collective, params, size: int):
         def psum_scatter(members, index):
             chosen, rank = select(members, index)
             total = jnp.sum(chosen, axis=0)
-            if not tiled:
-                return lax.dynamic_index_in_dim(total, rank, dim, keepdims=False)
-            chunk = np.shape(total)[dim] // np.shape(chosen)[0]
-            return lax.dynamic_slice_in_dim(total, rank * chunk, chunk, dim)
+            chunk = np.shape(total)[dim] // np.shape(chosen)[0] if tiled else 1
+            part = _slice_in_dim(total, rank * chunk, chunk, dim)
+            return part if tiled else jnp.squeeze(part, dim)
 
         return psum_scatter
     if kind == "all_to_all":
@@ -725,7 +812,7 @@ def _compute(collective: Collective, params, size: int):
             chosen, rank = select(members, index)
             count = np.shape(chosen)[0]
             chunk = np.shape(chosen)[1 + split_axis] // count
-            mine = lax.dynamic_slice_in_dim(chosen, rank * chunk, chunk, 1 + split_axis)
+            mine = _slice_in_dim(chosen, rank * chunk, chunk, 1 + split_axis)
             return _merge_dims(jnp.moveaxis(mine, 0, concat_axis), concat_axis)
 
         return all_to_all
@@ -735,12 +822,22 @@ def _compute(collective: Collective, params, size: int):
             source[dst] = src
 
         def ppermute(members, index):
+            if isinstance(index, int):
+                src = int(source[index])
+                return members[src] if src >= 0 else jnp.zeros_like(members[0])
             src = jnp.asarray(source)[index]
             got = members[jnp.maximum(src, 0)]
             return jnp.where(src >= 0, got, jnp.zeros_like(got))
 
         return ppermute
     raise AssertionError(f"no fold rule computes '{kind}'")
+
+
+def _slice_in_dim(array, start, size: int, dim: int):
+    """`size` entries of dimension `dim` from `start` (an int, or traced)."""
+    if isinstance(start, int):
+        return lax.slice_in_dim(array, start, start + size, axis=dim)
+    return lax.dynamic_slice_in_dim(array, start, size, dim)
 
 
 def _identity(kind: str, dtype):

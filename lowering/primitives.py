@@ -36,11 +36,13 @@ map_p = jax_api.Primitive("pmapc_map")
 map_p.multiple_results = True
 
 
-def bind_map(operands, *, jaxpr, axis_name, axis_size, in_axes, out_axes, name, mesh=None):
+def bind_map(operands, *, jaxpr, axis_name, axis_size, in_axes, out_axes, name, mesh=None, fold=()):
     """Bind `map_p`; `jaxpr` is the body, closed over nothing (constants are operands).
 
     An outermost map (`mesh` given) first marks its operands as values on the
-    mesh, so `jax.jit` places the program on the mesh's devices.
+    mesh, so `jax.jit` places the program on the mesh's devices. The outermost map
+    of a nest folded onto fewer devices (lowering/fold.py) says how in `fold`: the
+    (axis label, positions per device) of each folded axis.
     """
     if mesh is not None:
         operands = jax_api.place_on_mesh(operands, mesh)
@@ -53,10 +55,11 @@ def bind_map(operands, *, jaxpr, axis_name, axis_size, in_axes, out_axes, name, 
         out_axes=tuple(out_axes),
         name=name,
         mesh=mesh,
+        fold=tuple(fold),
     )
 
 
-def _map_abstract_eval(*avals, jaxpr, axis_name, axis_size, in_axes, out_axes, name, mesh):
+def _map_abstract_eval(*avals, jaxpr, axis_name, axis_size, in_axes, out_axes, name, mesh, fold):
     """The stacked results, and the body's effects (a map that only prints is kept)."""
     outs = []
     for aval, out_axis in zip(jaxpr.out_avals, out_axes):
@@ -95,7 +98,9 @@ jax_api.register_lowering(map_p, _map_lowering)
 # pmapc IR: maps -> @pmapc.map, JAX collectives -> @pmapc.<kind>
 
 
-def _map_to_pmapc_ir(ctx, *operands, jaxpr, axis_name, axis_size, in_axes, out_axes, name, mesh):
+def _map_to_pmapc_ir(
+    ctx, *operands, jaxpr, axis_name, axis_size, in_axes, out_axes, name, mesh, fold
+):
     # The body's axis is bound while it lowers: rules written as JAX functions of
     # collectives (pbroadcast's) name it.
     with jax_api.axis_env(axis_name, axis_size):
@@ -106,7 +111,7 @@ def _map_to_pmapc_ir(ctx, *operands, jaxpr, axis_name, axis_size, in_axes, out_a
         "called_computations": ir.array_attr([ir.symbol_ref_attr(callee)]),
     }
     attributes.update(
-        dialect.map_config(dialect.axis_label(axis_name), axis_size, in_axes, out_axes)
+        dialect.map_config(dialect.axis_label(axis_name), axis_size, in_axes, out_axes, fold)
     )
     b = unobserved(ir.current_insertion_point(), ir.current_location())
     return b.create(dialect.CUSTOM_CALL, _flatten(operands), result_types, attributes).results

@@ -281,19 +281,42 @@ def read_map(op: ir.Operation) -> MapView:
     return MapView(op, axis_name, axis_size, in_axes, out_axes, callees[0])
 
 
+# The key of a folded nest's outermost map and of `pmapc.mesh` that records the fold:
+# a dictionary, axis name -> the positions of it each device runs (docs/ir.md).
+FOLD = "folded"
+
+
+def fold_attr(fold: Sequence[tuple[str, int]]) -> ir.Attribute:
+    return ir.dict_attr({axis: ir.i64_attr(positions) for axis, positions in fold})
+
+
+def read_fold(attr: ir.Attribute | None) -> tuple[tuple[str, int], ...]:
+    """A fold record (`FOLD`) as (axis, positions per device) pairs; () for none."""
+    entries = ir.as_dict(attr) or {}
+    return tuple(
+        (name, positions)
+        for name, value in entries.items()
+        if (positions := ir.as_int(value)) is not None
+    )
+
+
 def map_config(
     axis_name: str,
     axis_size: int,
     in_axes: Sequence[int | None],
     out_axes: Sequence[int | None],
+    fold: Sequence[tuple[str, int]] = (),
 ) -> dict[str, ir.Attribute]:
-    """The attributes of a `@pmapc.map` (for the tracer and tests)."""
+    """The attributes of a `@pmapc.map` (for the tracer and tests); `fold`, of the
+    outermost map of a folded nest: (axis, positions per device) of each folded axis."""
     config = {
         "axis_name": ir.string_attr(axis_name),
         "axis_size": ir.i64_attr(axis_size),
         "in_axes": _axes_list_attr(in_axes),
         "out_axes": _axes_list_attr(out_axes),
     }
+    if fold:
+        config[FOLD] = fold_attr(fold)
     return {
         "backend_config": ir.dict_attr(config),
         "api_version": ir.i32_attr(TYPED_FFI_API_VERSION),
