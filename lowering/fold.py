@@ -665,10 +665,113 @@ def _gathering(collective: Collective):
             # ppermute counts a group's positions in mesh order, whatever the order
             # the axes are named in (as JAX 0.4.30 does; shared/REFERENCE.md)
             group = dataclasses.replace(group, indices=tuple(sorted(group.indices)))
+            return [_ppermuted(frame, group, value, params.perm) for value in args]
         compute = _compute(collective, params, group.size(frame))
         return [_gathered(frame, group, value, compute) for value in args]
 
     return rule
+
+
+def _ppermuted(frame: _Frame, group: _Group, value: Value, perm) -> Value:
+    """A ppermute folded: each pair splits into the positions' blocks (source and
+    target device) and their places in the blocks. Pairs between the same two places
+    of the blocks are one permutation of the devices: a ppermute over the device
+    factors where it moves a value between devices, a copy where the devices agree.
+    Each target place takes the value of the one permutation that delivers to it on
+    its device (zeros where none does)."""
+    axes = [frame.axes[i] for i in group.indices]
+    folded = [i for i in group.indices if frame.axes[i].local > 1]
+    value = frame.with_batch(value, *folded)
+    device_sizes = [axis.devices for axis in axes]
+    local_sizes = [axis.local for axis in axes]
+    sizes = [axis.size for axis in axes]
+
+    def split_position(position: int) -> tuple[int, int]:
+        """(device index, place in the block) of a position of the group, each
+        row-major over the group's axes."""
+        coordinates = np.unravel_index(position, sizes)
+        device = np.ravel_multi_index(
+            [c // n for c, n in zip(coordinates, local_sizes)], device_sizes
+        )
+        place = np.ravel_multi_index([c % n for c, n in zip(coordinates, local_sizes)], local_sizes)
+        return int(device), int(place)
+
+    classes: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    for source, target in perm:
+        (source_device, source_place), (target_device, target_place) = map(
+            split_position, (source, target)
+        )
+        classes.setdefault((source_place, target_place), []).append((source_device, target_device))
+    device_names = group.device_names(frame)
+    device_count = math.prod(device_sizes)
+    device = _device_index(frame, group)  # this device's index among the group's
+    places = list(np.ndindex(*[frame.axes[i].local for i in folded]))
+
+    def block_place(place: int):
+        """The value at place `place` of the block (over the other batch axes)."""
+        coordinates = np.unravel_index(place, local_sizes)
+        index = [slice(None)] * len(value.batch)
+        for i, c in zip(group.indices, coordinates):
+            if frame.axes[i].local > 1:
+                index[value.batch.index(i)] = int(c)
+        return value.array[tuple(index)]
+
+    outs = []
+    for place_coordinates in places:
+        target_place = int(
+            np.ravel_multi_index(
+                [place_coordinates[folded.index(i)] if i in folded else 0 for i in group.indices],
+                local_sizes,
+            )
+        )
+        result = None
+        for (source_place, to_place), pairs in classes.items():
+            if to_place != target_place:
+                continue
+            moved = [(s, t) for s, t in pairs if s != t]
+            stays = [t for s, t in pairs if s == t]
+            part = block_place(source_place)
+            delivered = np.zeros(device_count, bool)
+            if moved:
+                received = lax.ppermute(part, device_names, moved)
+                delivered[[t for _, t in moved]] = True
+                result = _where_device(device, delivered, received, result)
+            if stays:
+                delivered = np.zeros(device_count, bool)
+                delivered[stays] = True
+                result = _where_device(device, delivered, part, result)
+        outs.append(jnp.zeros_like(block_place(0)) if result is None else result)
+    if not folded:
+        return Value(outs[0], value.batch)
+    shape = [frame.axes[i].local for i in folded]
+    array = jnp.reshape(jnp.stack(outs), (*shape, *np.shape(outs[0])))
+    # dimensions [folded..., others..., rest] in the batch's order
+    current = [*folded, *(i for i in value.batch if i not in folded)]
+    order = [current.index(i) for i in value.batch]
+    array = jnp.transpose(array, [*order, *range(len(current), np.ndim(array))])
+    return Value(array, value.batch)
+
+
+def _device_index(frame: _Frame, group: _Group):
+    """This device's index among the devices of the group (row-major over the device
+    factors of its axes; 0 when the group lies within the device's block)."""
+    index = jnp.asarray(0, np.int32)
+    stride = 1
+    for i in reversed(group.indices):
+        axis = frame.axes[i]
+        if axis.devices > 1:
+            index = index + lax.axis_index(axis.name) * np.int32(stride)
+            stride *= axis.devices
+    return index
+
+
+def _where_device(device, delivered: np.ndarray, value, otherwise):
+    """`value` on the devices `delivered` marks, else `otherwise` (zeros if None)."""
+    if otherwise is None:
+        otherwise = jnp.zeros_like(value)
+    if delivered.all():
+        return value
+    return jnp.where(jnp.asarray(delivered)[device], value, otherwise)
 
 
 def _gathered(frame: _Frame, group: _Group, value: Value, compute) -> Value:

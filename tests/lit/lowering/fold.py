@@ -74,10 +74,15 @@ folded("ppermute", 2, lambda x: lax.ppermute(x, "model", RING))
 # CHECK:         stablehlo.slice %{{.*}} [2:3, 0:8]
 
 folded("ppermute", 4, lambda x: lax.ppermute(x, "model", RING))
-# Across blocks: the blocks of the group's devices, then each position's source.
+# Across blocks: a block's second row goes to the next device's first, a ppermute
+# of the devices; its first row moves within the block.
 # CHECK-LABEL: TEST: ppermute onto 4
-# CHECK:         @pmapc.all_gather({{.*}}axes = ["model"]
-# CHECK:         @pmapc.axis_index() {{.*}}axes = ["model"]
+# CHECK:       func.func private @{{.*}}(%arg0: tensor<2x8xf32>) -> tensor<2x8xf32>
+# CHECK-NOT:     @pmapc.all_gather
+# CHECK:         stablehlo.slice %arg0 [1:2, 0:8]
+# CHECK:         @pmapc.ppermute({{.*}}axes = ["model"], perm = {{\[\[}}0, 1], [1, 0]]}
+# CHECK:         stablehlo.slice %arg0 [0:1, 0:8]
+# CHECK:         stablehlo.concatenate
 
 folded("psum_scatter", 2, lambda x: lax.psum_scatter(x, "model", tiled=True))
 # CHECK-LABEL: TEST: psum_scatter onto 2
