@@ -666,10 +666,51 @@ def _gathering(collective: Collective):
             # the axes are named in (as JAX 0.4.30 does; shared/REFERENCE.md)
             group = dataclasses.replace(group, indices=tuple(sorted(group.indices)))
             return [_ppermuted(frame, group, value, params.perm) for value in args]
+        spans_devices = any(frame.axes[i].devices > 1 for i in group.indices)
+        if collective is collectives.PSUM_SCATTER and params.index_groups is None and spans_devices:
+            return [_psum_scattered(frame, group, value, params) for value in args]
         compute = _compute(collective, params, group.size(frame))
         return [_gathered(frame, group, value, compute) for value in args]
 
     return rule
+
+
+def _psum_scattered(frame: _Frame, group: _Group, value: Value, params) -> Value:
+    """A psum_scatter whose group spans devices: the block's rows summed, then a
+    psum_scatter over the device factors that leaves each device the chunks of its
+    positions, and each position its own chunk."""
+    axes = [frame.axes[i] for i in group.indices]
+    folded = [i for i in group.indices if frame.axes[i].local > 1]
+    value = frame.with_batch(value, *folded)
+    partial = value.array
+    if folded:
+        partial = jnp.sum(partial, axis=tuple(value.batch.index(i) for i in folded))
+    others = [i for i in value.batch if i not in folded]
+    dim = len(others) + params.scatter_dimension
+    shape = list(np.shape(partial))
+    chunk = shape[dim] // group.size(frame)
+    # the scattered dimension as (devices, local) per axis of the group, then the chunk
+    factors = [n for axis in axes for n in (axis.devices, axis.local)]
+    split = jnp.reshape(partial, (*shape[:dim], *factors, chunk, *shape[dim + 1 :]))
+    devices_first = (
+        [dim + 2 * k for k in range(len(axes))]
+        + [dim + 2 * k + 1 for k in range(len(axes))]
+        + [dim + 2 * len(axes)]
+    )
+    order = [*range(dim), *devices_first, *range(dim + 2 * len(axes) + 1, np.ndim(split))]
+    arranged = jnp.reshape(jnp.transpose(split, order), (*shape[:dim], -1, *shape[dim + 1 :]))
+    mine = lax.psum_scatter(arranged, group.device_names(frame), scatter_dimension=dim, tiled=True)
+    # this device's chunks: (local place per folded axis, chunk) -> the batch
+    locals_ = [frame.axes[i].local for i in folded]
+    blocks = jnp.reshape(mine, (*shape[:dim], *locals_, chunk, *shape[dim + 1 :]))
+    leading = [*range(dim, dim + len(folded)), *range(dim)]
+    current = [*folded, *others]
+    to_batch = [leading[current.index(i)] for i in value.batch]
+    rest = [d for d in range(np.ndim(blocks)) if d not in to_batch]
+    result = jnp.transpose(blocks, [*to_batch, *rest])
+    if not params.tiled:
+        result = jnp.squeeze(result, len(value.batch) + params.scatter_dimension)
+    return Value(result, value.batch)
 
 
 def _ppermuted(frame: _Frame, group: _Group, value: Value, perm) -> Value:

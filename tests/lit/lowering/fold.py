@@ -93,6 +93,14 @@ folded("psum_scatter", 2, lambda x: lax.psum_scatter(x, "model", tiled=True))
 # CHECK:         stablehlo.slice %{{.*}} [4:6]
 # CHECK:         stablehlo.slice %{{.*}} [6:8]
 
+folded("psum_scatter", 4, lambda x: lax.psum_scatter(x, "model", tiled=True))
+# The block's rows summed, then a reduce-scatter of the devices that leaves each the
+# chunks of its two positions.
+# CHECK-LABEL: TEST: psum_scatter onto 4
+# CHECK:       func.func private @{{.*}}(%arg0: tensor<2x8xf32>) -> tensor<2x2xf32>
+# CHECK:         stablehlo.reduce(%arg0 {{.*}} across dimensions = [0] : (tensor<2x8xf32>
+# CHECK:         @pmapc.psum_scatter({{.*}}axes = ["model"]{{.*}} : (tensor<8xf32>) -> tensor<4xf32>
+
 folded("all_to_all", 2, lambda x: lax.all_to_all(x, "model", 0, 0, tiled=True))
 # CHECK-LABEL: TEST: all_to_all onto 2
 # CHECK:       func.func private @{{.*}}(%arg0: tensor<4x8xf32>) -> tensor<4x8xf32>
