@@ -669,10 +669,98 @@ def _gathering(collective: Collective):
         spans_devices = any(frame.axes[i].devices > 1 for i in group.indices)
         if collective is collectives.PSUM_SCATTER and params.index_groups is None and spans_devices:
             return [_psum_scattered(frame, group, value, params) for value in args]
+        if collective is collectives.ALL_TO_ALL and params.index_groups is None and spans_devices:
+            return [_all_to_all(frame, group, value, params) for value in args]
         compute = _compute(collective, params, group.size(frame))
         return [_gathered(frame, group, value, compute) for value in args]
 
     return rule
+
+
+def _all_to_all(frame: _Frame, group: _Group, value: Value, params) -> Value:
+    """An all_to_all whose group spans devices: the chunks for each device's positions
+    travel in one all_to_all of the devices, and each position concatenates the
+    chunks it got, from every position of the group in order."""
+    axes = [frame.axes[i] for i in group.indices]
+    folded = [i for i in group.indices if frame.axes[i].local > 1]
+    value = frame.with_batch(value, *folded)
+    others = [i for i in value.batch if i not in folded]
+    # [others..., folded (in the group's order)..., rest]
+    array = jnp.transpose(
+        value.array,
+        [
+            *(value.batch.index(i) for i in others),
+            *(value.batch.index(i) for i in folded),
+            *range(len(value.batch), np.ndim(value.array)),
+        ],
+    )
+    lead = len(others) + len(folded)
+    rest = list(np.shape(array)[lead:])
+    split = lead + params.split_axis
+    chunk = rest[params.split_axis] // group.size(frame)
+    # the split dimension as (devices, local) per axis, then the chunk; devices first
+    factors = [n for axis in axes for n in (axis.devices, axis.local)]
+    shape = list(np.shape(array))
+    array = jnp.reshape(array, (*shape[:split], *factors, chunk, *shape[split + 1 :]))
+    k = len(axes)
+    order = [
+        *range(split),
+        *(split + 2 * j for j in range(k)),
+        *(split + 2 * j + 1 for j in range(k)),
+        *range(split + 2 * k, np.ndim(array)),
+    ]
+    array = jnp.transpose(array, order)
+    device_count = math.prod(axis.devices for axis in axes)
+    local_sizes = [axis.local for axis in axes]
+    array = jnp.reshape(
+        array, (*shape[:split], device_count, *local_sizes, chunk, *shape[split + 1 :])
+    )
+    # [source device, others..., source places..., rest before, target places..., chunk, ...]
+    received = lax.all_to_all(
+        array, group.device_names(frame), split_axis=split, concat_axis=0, tiled=False
+    )
+    device_sizes = [axis.devices for axis in axes if axis.devices > 1]
+    places = list(np.ndindex(*[frame.axes[i].local for i in folded]))
+    outs = []
+    for place in places:
+        index: list = [slice(None)] * np.ndim(received)
+        coordinates = dict(zip(folded, place))
+        for j, i in enumerate(group.indices):
+            index[1 + split + j] = coordinates.get(i, 0)
+        mine = received[tuple(index)]
+        # [source device, others..., source places..., rest (split dim: the chunk)]
+        mine = jnp.reshape(mine, (*device_sizes, *np.shape(mine)[1:]))
+        nd = len(device_sizes)
+        source_dims = []  # (device dim, place dim) per axis of the group, in its order
+        device_axes = [a for a in group.indices if frame.axes[a].devices > 1]
+        for i in group.indices:
+            axis = frame.axes[i]
+            if axis.devices > 1:
+                source_dims.append(device_axes.index(i))
+            if axis.local > 1:
+                source_dims.append(nd + len(others) + folded.index(i))
+        other_dims = list(range(nd, nd + len(others)))
+        rest_dims = list(range(nd + len(others) + len(folded), np.ndim(mine)))
+        concat = params.concat_axis
+        order = [*other_dims, *rest_dims[:concat], *source_dims, *rest_dims[concat:]]
+        arranged = jnp.transpose(mine, order)
+        at = len(other_dims) + concat
+        outs.append(
+            jnp.reshape(
+                arranged,
+                (*np.shape(arranged)[:at], -1, *np.shape(arranged)[at + len(source_dims) + 1 :]),
+            )
+        )
+    if not folded:
+        return Value(outs[0], value.batch)
+    stacked = jnp.reshape(
+        jnp.stack(outs), (*[frame.axes[i].local for i in folded], *np.shape(outs[0]))
+    )
+    current = [*folded, *others]
+    order = [current.index(i) for i in value.batch]
+    return Value(
+        jnp.transpose(stacked, [*order, *range(len(current), np.ndim(stacked))]), value.batch
+    )
 
 
 def _psum_scattered(frame: _Frame, group: _Group, value: Value, params) -> Value:

@@ -107,6 +107,13 @@ folded("all_to_all", 2, lambda x: lax.all_to_all(x, "model", 0, 0, tiled=True))
 # CHECK-NOT:     @pmapc.
 # CHECK:       }
 
+folded("all_to_all", 4, lambda x: lax.all_to_all(x, "model", 0, 0, tiled=True))
+# The chunks for each device's two positions travel in one all_to_all of the devices.
+# CHECK-LABEL: TEST: all_to_all onto 4
+# CHECK:       func.func private @{{.*}}(%arg0: tensor<2x8xf32>) -> tensor<2x8xf32>
+# CHECK-NOT:     @pmapc.all_gather
+# CHECK:         @pmapc.all_to_all({{.*}}axes = ["model"], concat_axis = 0 : i64, split_axis = 2 : i64
+
 folded("axis_index", 4, lambda x: x + lax.axis_index("model"))
 # The position along 'model': the device's index times 2 plus the position in its block.
 # CHECK-LABEL: TEST: axis_index onto 4
