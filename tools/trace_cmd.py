@@ -12,7 +12,8 @@ StableHLO after all passes, `--emit=hlo` XLA's HLO of it (what XLA optimizes
 and runs), `--emit=PASS` the IR after that pass, `--emit=plan` the
 communication plan (as `pmapc plan`, with its `--picture` and `--svg FILE`).
 `--replica-groups=dense` writes every collective's groups as device ids
-instead of mesh axes. `pmapc opt`'s MLIR instrumentation flags
+instead of mesh axes. `--fold-onto N` folds the nest onto N devices (as
+`pmapc.fold_onto`; on CPU, N virtual devices). `pmapc opt`'s MLIR instrumentation flags
 (`--mlir-print-ir-after-all`, `--mlir-print-ir-after=PASS`, `--mlir-timing`,
 ...) run the passes once more on the traced IR and print on stderr what
 `pmapc opt` prints for them.
@@ -28,16 +29,18 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import re
 import sys
 from collections.abc import Callable
 
+import jax
 import numpy as np
 
 import pmapc
 from pmapc import ir
 from pmapc.compiler import pipeline
-from pmapc.errors import PmapcError, SourceLoc
+from pmapc.errors import DeviceError, PmapcError, SourceLoc
 from pmapc.options import DEFAULT_GROUP_FORM, GroupForm
 from pmapc.tools import opt, plan_cmd
 from pmapc.tools.common import (
@@ -88,6 +91,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="write collectives' groups as mesh axes where they are whole axes "
         f"(named) or as device ids (dense); default {DEFAULT_GROUP_FORM}",
     )
+    parser.add_argument(
+        "--fold-onto",
+        type=int,
+        metavar="N",
+        help="fold every outermost map onto N devices (as pmapc.fold_onto with the first N "
+        "devices; on CPU, N virtual devices): the traced IR and the plan of the folded nest",
+    )
     parser.add_argument("-o", dest="output", default="-", help="output file ('-': stdout)")
     parser.add_argument(
         "--mlir-print-debuginfo",
@@ -121,11 +131,28 @@ def trace_and_emit(args: argparse.Namespace, color: bool) -> str:
     check_statics(function, statics, len(arrays) + len(statics), definition)
     arguments = call_arguments(arrays, statics, definition)
     path = args.target.rpartition(":")[0]
-    lowered = traced(with_statics(function, statics), arguments, args.replica_groups, path)
+    with folding(args.fold_onto):
+        lowered = traced(with_statics(function, statics), arguments, args.replica_groups, path)
     instrument(lowered.compilation, args)
     if args.emit == "plan":
         return plan_cmd.render(lowered.plan(), args.picture, args.svg, color=color)
     return emit(lowered, args.emit, args.mlir_print_debuginfo)
+
+
+def folding(count: int | None):
+    """`pmapc.fold_onto` the first `count` devices (none: no fold)."""
+    if count is None:
+        return contextlib.nullcontext()
+    if count < 1:
+        raise DeviceError(f"--fold-onto needs a positive device count, got {count}")
+    pmapc.use_host_devices(count)  # on CPU; JAX's default backend gives the devices
+    devices = jax.devices()
+    if len(devices) < count:
+        raise DeviceError(
+            f"--fold-onto {count}: only {len(devices)} {devices[0].platform} device(s) exist; "
+            f"fold onto at most {len(devices)}"
+        )
+    return pmapc.fold_onto(devices[:count])
 
 
 def traced(function, arguments, replica_groups: str, path: str):
