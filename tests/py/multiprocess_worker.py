@@ -254,6 +254,17 @@ def check_errors(checks, inner) -> None:
             f"but process 0 has {local_devices} cpu device(s)" in str(error)
             and isinstance(error, ValueError)
         )
+    # a fold runs in one process: asked for with several, it is refused
+    @partial(pmapc.pmap, axis_name="data")
+    def nest(x):
+        return pmapc.pmap(lambda y: jax.lax.psum(y, "model"), axis_name="model")(x)
+
+    try:
+        with pmapc.fold_onto(jax.local_devices()[:1]):
+            nest(np.ones((1, 2), np.float32))
+        checks["error:fold_across_processes"] = False
+    except pmapc.DeviceError as error:
+        checks["error:fold_across_processes"] = "runs in one process" in str(error)
 
 
 def peer_dies(process_id, outer, inner, argv) -> int:

@@ -157,7 +157,12 @@ GLOBAL_CHECKS = {"global:psum_both", "global:gather_data", "global:out_axes_none
             4,
             (4, 2),
             ("--global", "--devices-argument", "--errors"),
-            {*GLOBAL_CHECKS, "devices_reversed", "error:inner_axes_too_big"},
+            {
+                *GLOBAL_CHECKS,
+                "devices_reversed",
+                "error:inner_axes_too_big",
+                "error:fold_across_processes",
+            },
             id="4x2-on-2x4",
         ),
     ],
