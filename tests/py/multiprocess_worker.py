@@ -254,6 +254,7 @@ def check_errors(checks, inner) -> None:
             f"but process 0 has {local_devices} cpu device(s)" in str(error)
             and isinstance(error, ValueError)
         )
+
     # a fold runs in one process: asked for with several, it is refused
     @partial(pmapc.pmap, axis_name="data")
     def nest(x):
