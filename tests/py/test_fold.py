@@ -278,3 +278,48 @@ def test_lower_shows_the_mesh_of_the_devices():
     with fold_onto(2):
         lowered = pmapc.lower(two_by_two, jnp.zeros((2, 2), jnp.float32))
     assert lowered.compilation.mesh.size == 2
+
+
+# ----------------------------------------------------------------------------
+# The row-major rule
+
+
+@pytest.mark.parametrize(
+    ("chains", "count", "expected"),
+    [
+        ([[2, 4]], 8, True),
+        ([[2, 4]], 4, True),  # model folds 2 positions per device
+        ([[2, 4]], 1, True),
+        ([[4, 3]], 6, False),  # 4 devices for 'data', then 6/4: no row-major blocks
+        ([[4, 3]], 2, True),
+        ([[3, 4]], 6, True),
+        ([[2, 2], [2, 4]], 4, True),  # siblings share the outer axis's devices
+    ],
+)
+def test_which_device_counts_fold_a_nest(chains, count, expected):
+    from pmapc.lowering import fold
+
+    assert fold.foldable(chains, count) is expected
+
+
+def test_fold_onto_takes_the_most_devices_that_fold_the_nest():
+    from pmapc.lowering import fold
+
+    # 3x4 onto at most 8: 6 devices (3 for 'data', 'model' in blocks of 2); 4x3: 6 would
+    # split 'model' (3) over 6 / 4 devices, so 4 ('data' on devices, 'model' folded)
+    assert fold.fold_count([[3, 4]], 12, 8) == 6
+    assert fold.fold_count([[4, 3]], 12, 8) == 4
+    assert fold.fold_count([[2, 4]], 8, 3) == 2
+
+
+def test_a_nest_folded_onto_the_most_devices_that_divide_it():
+    x = np.arange(12.0, dtype=np.float32).reshape(4, 3)
+
+    def body(x):
+        return jax.lax.psum(x, ("data", "model")) + jax.lax.axis_index("model")
+
+    f = pmapc.pmap(pmapc.pmap(body, "model"), "data")
+    with fold_onto(6):
+        out = f(x)
+    np.testing.assert_array_equal(np.asarray(out), x.sum() + np.arange(3)[None, :] + 0 * x)
+    assert len(out.sharding.device_set) == 4
