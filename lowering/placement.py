@@ -46,7 +46,8 @@ def place_nest(
     sizes = [[size for _, size in chain] for chain in chains]
     if devices is not None:
         listed = mesh_devices.device_list(mesh, devices)
-        if len(set(listed)) < len(listed) and len(listed) == mesh.size:
+        repeats = any(device in listed[:i] for i, device in enumerate(listed))
+        if repeats and len(listed) == mesh.size:
             return _checked(fold_from_list(mesh, sizes, listed))
     else:
         onto = jax_api.FOLD_ONTO.value
@@ -63,10 +64,22 @@ def place_nest(
     return mesh_devices.jax_mesh(mesh, mesh_devices.pick_devices(mesh, devices, backend))
 
 
+def devices_for(mesh: Mesh, devices):
+    """The devices a nest lowered for `mesh` runs on, given the outermost map's
+    `devices=`: where the nest was folded (`devices=` listing a device more than once,
+    or `pmapc.fold_onto`), the fold's devices; else `devices=` as given."""
+    if devices is not None:
+        listed = list(devices.devices.flat) if isinstance(devices, JaxMesh) else list(devices)
+        distinct = [d for i, d in enumerate(listed) if d not in listed[:i]]
+        return distinct if len(distinct) < len(listed) else devices
+    onto = jax_api.FOLD_ONTO.value
+    return list(onto[: mesh.size]) if onto is not None else None
+
+
 def fold_from_list(mesh: Mesh, chains: list[list[int]], listed: list) -> fold.Fold:
     """The fold `devices=` asks for by listing devices more than once: each device
     listed for a run of consecutive positions, every run as long."""
-    distinct = list(dict.fromkeys(listed))
+    distinct = [device for i, device in enumerate(listed) if device not in listed[:i]]
     count = len(distinct)
     block = mesh.size // count
     if (

@@ -421,6 +421,7 @@ def lower(
     )
     compilation.timings = {"trace": traced_at - start, **compilation.timings}
     names = ir.argument_names(ir.functions(compilation.module)["main"])
+    devices = placement.devices_for(compilation.mesh, devices)
     return Lowered(compilation, CallSignature.of(traced, names, static_argnums), devices, backend)
 
 

@@ -174,10 +174,16 @@ def test_more_devices_than_exist():
     )
 
 
-def test_devices_with_duplicates():
-    f = pmapc.pmap(lambda a: a, axis_name="data", devices=[jax.devices()[0]] * 2)
+def test_devices_with_duplicates_that_do_not_fold_row_major():
+    # a device listed for consecutive positions folds them onto it (test_fold.py)
+    d0, d1 = jax.devices()[:2]
+    inner = pmapc.pmap(lambda a: a, axis_name="model")
+    f = pmapc.pmap(inner, axis_name="data", devices=[d0, d1, d0, d1])
     raises_at_call(
-        pmapc.DeviceError, lambda: f(X), f"lists {jax.devices()[0]} twice (positions [0, 1])"
+        pmapc.DeviceError,
+        lambda: f(np.ones((2, 2), np.float32)),
+        "in runs of [1, 1, 1, 1]",
+        "consecutive positions, row-major",
     )
 
 

@@ -274,6 +274,18 @@ def test_collectives_inside_control_flow_fold(count):
         np.testing.assert_allclose(np.asarray(ours), np.asarray(want), rtol=1e-6)
 
 
+def test_a_folded_nest_compiles_ahead_of_time_for_the_fold_s_devices():
+    x = np.arange(4.0, dtype=np.float32).reshape(2, 2)
+    with pmapc.fold_onto(jax.devices()[2:4]):
+        compiled = pmapc.lower(two_by_two, jnp.asarray(x)).compile()
+    out = compiled(x)
+    np.testing.assert_array_equal(np.asarray(out), two_by_two_numpy(x))
+    assert {d.id for d in out.sharding.device_set} == {2, 3}
+    d0 = jax.devices()[0]
+    listed = pmapc.pmap(pmapc.pmap(lambda v: v * 2, "model"), "data", devices=[d0] * 4)
+    np.testing.assert_array_equal(np.asarray(listed.lower(x).compile()(x)), x * 2)
+
+
 def test_lower_shows_the_mesh_of_the_devices():
     with fold_onto(2):
         lowered = pmapc.lower(two_by_two, jnp.zeros((2, 2), jnp.float32))
