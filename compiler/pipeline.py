@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from pmapc import ir, options
 from pmapc.errors import (
@@ -33,13 +33,8 @@ from pmapc.errors import (
 )
 from pmapc.options import DEFAULT_GROUP_FORM, DEFAULT_TARGET, GroupForm, Target
 from pmapc.passes import PASSES, TARGETS, Pass
-from pmapc.passes.base import Analyses, from_options, kept_through, run_pass, summary
-from pmapc.passes.combine_all_reduces import (
-    CombineAllReducesPass,
-    ReductionKeys,
-    reduction_keys,
-    reduction_keys_hold,
-)
+from pmapc.passes.base import Analyses, Keeper, from_options, kept_through, run_pass, summary
+from pmapc.passes.combine_all_reduces import CombineAllReducesPass, ReductionKeys, reduction_keys
 from pmapc.passes.flatten_maps import FlattenMapsPass
 from pmapc.passes.fold_gather_slice import FoldGatherSlicePass
 from pmapc.passes.lower_collectives import LowerCollectivesPass
@@ -69,19 +64,16 @@ def default_pipeline(
     )
 
 
-# The analyses that passes keep current by listening to their rewriters, and how.
-KEPT_ANALYSES = {op_index: IndexKeeper, reduction_keys: ReductionKeys}
-
-
-# How run_passes(check_preserved=True) checks a preserved result against the IR: equal
-# to the analysis computed afresh, or, for a cache, what it holds holds.
-CONSISTENT: dict[Callable, Callable[[Any, ir.Module], bool]] = {reduction_keys: reduction_keys_hold}
+# The analyses that passes keep current (`keeps`) by listening to their rewriters,
+# and the keeper of each.
+KEPT_ANALYSES: dict[Callable, type[Keeper]] = {op_index: IndexKeeper, reduction_keys: ReductionKeys}
 
 
 def holds(analysis: Callable[[ir.Module], object], result: object, module: ir.Module) -> bool:
-    """Whether `result`, kept or preserved, is right for `module` as it now is."""
-    check = CONSISTENT.get(analysis)
-    return check(result, module) if check is not None else analysis(module) == result
+    """Whether `result`, kept, is right for `module` as it now is (its keeper says:
+    equal to a fresh result, or, for a cache, what it knows is so)."""
+    keeper = KEPT_ANALYSES.get(analysis)
+    return keeper.holds(result, module) if keeper is not None else analysis(module) == result
 
 
 # The stages every program needs; the others only move less data.
@@ -128,7 +120,6 @@ class UpstreamPass:
 
     name: str  # the pass, or the op a nested pipeline runs on
     text: str  # the element as the pipeline writes it
-    keeps_analyses_current: ClassVar[bool] = False
     reads: ClassVar[tuple] = ()
 
     def run(self, module: ir.Module, analyses: Analyses, rewriter) -> bool:

@@ -1,15 +1,18 @@
 """What every pass is: a frozen dataclass with a `name` and `run(module, analyses,
-rewriter) -> bool`.
+rewriter) -> bool`; and the analyses the passes share.
 
 Options are the dataclass's typed fields; `from_options` builds a pass from
 the `{key=value ...}` text of a pipeline string. Every pass gets the analyses
 shared with the passes around it and a rewriter (pmapc/rewriter.py) to edit
-through. A pass that changed the IR drops every analysis (MLIR's default) but
-those it preserved, and, if it says it `keeps_analyses_current` (every op it
-builds, copies or erases goes through its rewriter), those whose keepers
-listened to its rewriter. A pass names the analyses it reads (`reads`), so a
-pipeline keeps an analysis current only through the passes before one that
-reads it (`kept_through`).
+through.
+
+Analyses follow MLIR's model: a pass that changed the IR drops every analysis
+but those it declares it `keeps`, each kept current by a keeper listening to
+its rewriter (the pass sends every edit through it). A pass names the analyses
+it reads (`reads`), so a pipeline keeps an analysis current only through the
+passes before one that reads it (`kept_through`). A pass that computes an
+analysis some cheaper way hands it over with `Analyses.provide`, and its keeper
+keeps it from there (flatten-maps, the op index).
 """
 
 from __future__ import annotations
@@ -30,44 +33,57 @@ Analysis = Callable[[ir.Module], object]
 
 class Pass(Protocol):
     name: ClassVar[str]
-    # Whether every op it builds, copies or erases goes through its rewriter, so that
-    # the analyses kept by listening stay current through it.
-    keeps_analyses_current: ClassVar[bool]
     # The analyses it reads from `analyses` (`Analyses.get` refuses any other).
     reads: ClassVar[tuple[Analysis, ...]]
+    # Optionally, `keeps: ClassVar[tuple[Analysis, ...]]`: the analyses it keeps
+    # current (every edit it makes goes through its rewriter, which their keepers
+    # listen to). A pass that says nothing keeps nothing (`kept_by`).
 
     def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
         """Rewrite `module` in place; return whether anything changed."""
         ...
 
 
-class Keeper(Listener, Protocol):
-    """Keeps an analysis's result current by listening to a rewriter. Made from the
-    result at hand (None: none is, for a keeper that can start from nothing)."""
+def kept_by(pass_: object) -> tuple[Analysis, ...]:
+    """The analyses `pass_` keeps current (none, unless it says: MLIR's default)."""
+    return getattr(pass_, "keeps", ())
 
-    # Whether it needs the result at hand to start from (else it is attached to
-    # every pass that keeps analyses current, and its result may be partial).
-    needs_result: ClassVar[bool]
 
-    def __init__(self, result, module: ir.Module) -> None: ...
+class Keeper(Listener):
+    """Keeps an analysis's result current by listening to a pass's rewriter, from the
+    result at hand when it is made."""
+
+    def __init__(self, result, module: ir.Module) -> None:
+        raise NotImplementedError
 
     def result(self) -> object:
         """The analysis's result for the IR as the pass left it."""
-        ...
+        raise NotImplementedError
+
+    @staticmethod
+    def holds(result, module: ir.Module) -> bool:
+        """Whether `result`, kept, is right for `module` as it now is (for tests:
+        `run_passes(check_preserved=True)`)."""
+        raise NotImplementedError
 
 
 class Analyses:
     """What the passes of one run learned about the module, shared while it holds
     (MLIR's analysis manager, simplified): an analysis is a function of the module;
     its result is kept until a pass changes the IR (`after_pass` then drops it),
-    unless that pass preserved it."""
+    unless that pass kept it current (`keeps`)."""
 
     def __init__(self, keepers: dict[Callable, type[Keeper]] | None = None) -> None:
         # analysis -> the keeper that brings its result up to date
         self._keepers = keepers or {}
         self._results: dict[Callable, object] = {}
         self._preserved: set[Callable] = set()
-        self._running: Pass | None = None  # the pass running, while one is
+        # While a pass runs: the pass, its rewriter, the analyses worth keeping
+        # (None: all), and the keepers listening to its rewriter.
+        self._running: Pass | None = None
+        self._rewriter: Rewriter | None = None
+        self._wanted: Collection[Analysis] | None = None
+        self._kept: dict[Callable, Keeper] = {}
 
     def get(self, analysis: Callable[[ir.Module], Result], module: ir.Module) -> Result:
         """`analysis(module)`, computed once while the IR stays as it is."""
@@ -84,15 +100,19 @@ class Analyses:
         """The result of `analysis` if it is at hand (None: it would have to be computed)."""
         return cast("Result | None", self._results.get(analysis))
 
-    def preserve(self, analysis: Callable[[ir.Module], Result], result: Result) -> None:
-        """Say that `result` is `analysis(module)` for the IR the running pass leaves
-        (MLIR's markAnalysesPreserved, with the result brought up to date)."""
+    def provide(
+        self, analysis: Callable[[ir.Module], Result], result: Result, module: ir.Module
+    ) -> None:
+        """Say that `result` is `analysis(module)` for the IR as it now is (computed
+        some cheaper way). In a pass, its keeper keeps it current through the pass's
+        edits from here, if a later pass wants it."""
         self._results[analysis] = result
-        self._preserved.add(analysis)
+        if self._rewriter is not None and self._worth_keeping(analysis):
+            self._keep(analysis, module, self._rewriter)
 
     def after_pass(self, changed: bool) -> None:
         """Drop what the pass that just ran made stale: every result, if it changed
-        the IR, but those it preserved."""
+        the IR, but those it kept current."""
         if changed:
             self._results = {
                 analysis: result
@@ -102,57 +122,69 @@ class Analyses:
         self._preserved.clear()
 
     def preserved(self) -> dict[Callable, object]:
-        """The analyses the running pass preserved, with their results."""
+        """The analyses the pass that just ran kept current, with their results."""
         return {analysis: self._results[analysis] for analysis in self._preserved}
 
-    def keepers(
-        self, module: ir.Module, wanted: Collection[Analysis] | None = None
-    ) -> dict[Callable, Keeper]:
-        """A keeper for every analysis at hand that can be kept current, and for every
-        one whose keeper can start from nothing; of those in `wanted`, if given."""
-        return {
-            analysis: keeper(self._results.get(analysis), module)
-            for analysis, keeper in self._keepers.items()
-            if (analysis in self._results or not keeper.needs_result)
-            and (wanted is None or analysis in wanted)
-        }
-
     @contextlib.contextmanager
-    def read_by(self, pass_: Pass) -> Iterator[None]:
-        """While `pass_` runs: `get` gives it only the analyses it `reads`."""
-        self._running = pass_
+    def running(
+        self,
+        pass_: Pass,
+        module: ir.Module,
+        rewriter: Rewriter,
+        wanted: Collection[Analysis] | None = None,
+    ) -> Iterator[None]:
+        """While `pass_` runs: `get` gives it only the analyses it `reads`, and each
+        analysis it keeps (of those in `wanted`, if given) is computed if not at hand
+        and kept current by its keeper, listening to `rewriter`."""
+        self._running, self._rewriter, self._wanted = pass_, rewriter, wanted
+        self._kept = {}
         try:
+            for analysis in kept_by(pass_):
+                if self._worth_keeping(analysis):
+                    if analysis not in self._results:
+                        self._results[analysis] = analysis(module)
+                    self._keep(analysis, module, rewriter)
             yield
         finally:
-            self._running = None
+            self._running, self._rewriter, self._wanted = None, None, None
+            self._kept = {}
+
+    def preserve_kept(self) -> None:
+        """The running pass changed the IR: the results its keepers kept are current."""
+        for analysis, keeper in self._kept.items():
+            self._results[analysis] = keeper.result()
+            self._preserved.add(analysis)
+
+    def _worth_keeping(self, analysis: Analysis) -> bool:
+        return analysis in self._keepers and (self._wanted is None or analysis in self._wanted)
+
+    def _keep(self, analysis: Analysis, module: ir.Module, rewriter: Rewriter) -> None:
+        keeper = self._keepers[analysis](self._results[analysis], module)
+        self._kept[analysis] = keeper
+        rewriter.listen(keeper)
 
 
 def run_pass(
     pass_: Pass, module: ir.Module, analyses: Analyses, keep: Collection[Analysis] | None = None
 ) -> bool:
-    """Run one pass with a rewriter of its own; the analyses kept by listening to it
-    (those in `keep`, if given: `kept_through`) are preserved if the pass changed
-    the IR and keeps them current."""
-    keepers = analyses.keepers(module, keep) if pass_.keeps_analyses_current else {}
-    rewriter = Rewriter(list(keepers.values()))
-    with analyses.read_by(pass_):
+    """Run one pass with a rewriter of its own; the analyses it keeps (those in
+    `keep`, if given: `kept_through`) are preserved if it changed the IR."""
+    rewriter = Rewriter()
+    with analyses.running(pass_, module, rewriter, keep):
         changed = pass_.run(module, analyses, rewriter)
-    if changed:
-        for analysis, keeper in keepers.items():
-            if analysis not in analyses.preserved():
-                analyses.preserve(analysis, keeper.result())
+        if changed:
+            analyses.preserve_kept()
     return changed
 
 
 def kept_through(passes: Sequence[Pass]) -> list[frozenset[Analysis]]:
     """For each pass of a pipeline, the analyses worth keeping current through it:
-    those a later pass reads, up to the first later pass that drops every analysis
-    (one that does not keep analyses current)."""
+    those a later pass reads, as far back as every pass between keeps them."""
     kept: list[frozenset[Analysis]] = []
     later: frozenset[Analysis] = frozenset()
     for pass_ in reversed(passes):
         kept.append(later)
-        later = frozenset(pass_.reads) | (later if pass_.keeps_analyses_current else frozenset())
+        later = frozenset(pass_.reads) | (later & frozenset(kept_by(pass_)))
     return kept[::-1]
 
 

@@ -25,9 +25,7 @@ returned split, and `pmapc.split` records how (docs/ir.md). The module gets
 from __future__ import annotations
 
 import collections
-import contextlib
 import dataclasses
-from collections.abc import Iterator
 from typing import ClassVar
 
 from pmapc import collectives, dialect, hlo, ir
@@ -37,7 +35,7 @@ from pmapc.passes.base import Analyses, Analysis
 from pmapc.passes.nesting import Contents, Inlining, Nesting, walk_contents
 from pmapc.passes.op_index import INDEXED, Entry, OpIndex, op_index
 from pmapc.passes.verify_axes import unbound_axis_message, verified_nesting
-from pmapc.rewriter import Builder, Rewriter
+from pmapc.rewriter import Builder, Rewriter, Walk
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,9 +45,9 @@ class FlattenMapsPass:
     name: ClassVar[str] = "flatten-maps"
     # Pass @main's mapped arguments and results split over the mesh (else replicated).
     split_entry: bool = True
-    # It moves ops (the bodies it inlines) and builds the op index of what it makes.
-    keeps_analyses_current: ClassVar[bool] = False
     reads: ClassVar[tuple[Analysis, ...]] = (verified_nesting,)
+    # No `keeps`: it provides the op index itself (from the nesting analysis's walks),
+    # so no pass before it need keep one.
 
     def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
         views = dialect.Views()
@@ -58,41 +56,13 @@ class FlattenMapsPass:
         layout = nesting.layout()
         if not layout.mesh.axis_names and dialect.read_mesh(module) is not None:
             return False  # no map, and the mesh of a program flattened before
-        built = _BuiltOps()
-        rewriter.listen(built)
-        flattener = _Flattener(module, nesting, layout, self.split_entry, views, rewriter, built)
-        analyses.preserve(op_index, flattener.run())
+        # The op index of every function @main reaches, as the analysis walked them
+        # (the others are erased): its keeper keeps it through the inlining below.
+        walked = {name: contents.entries for name, contents in nesting.contents.items()}
+        analyses.provide(op_index, OpIndex(walked), module)
+        _Flattener(module, nesting, layout, self.split_entry, views, rewriter).run()
         dialect.write_mesh(module, layout.mesh)
         return True
-
-
-class _BuiltOps:
-    """A rewriter listener: the indexed ops built while `collecting`, in order."""
-
-    watches_attributes: ClassVar[bool] = False
-
-    def __init__(self) -> None:
-        self.span: list[Entry] | None = None
-
-    def op_created(
-        self, op: ir.Operation, key: int, ip: ir.InsertionPoint, source: int | None
-    ) -> None:
-        if self.span is not None and op.name in INDEXED:
-            self.span.append((op.name, op, key))
-
-    def op_erased(self, op: ir.Operation, key: int) -> None:
-        pass  # flatten-maps erases none of the ops it builds
-
-    def op_modified(self, op: ir.Operation, key: int) -> None:
-        pass
-
-    @contextlib.contextmanager
-    def collecting(self) -> Iterator[list[Entry]]:
-        self.span = []
-        try:
-            yield self.span
-        finally:
-            self.span = None
 
 
 class _Flattener:
@@ -104,17 +74,12 @@ class _Flattener:
         split_entry: bool,
         views: dialect.Views,
         rewriter: Rewriter,
-        built: _BuiltOps,
     ):
         self.module = module
         self.rewriter = rewriter
-        self.built = built
-        # By the identity of each map or call inlined (its op-index entry's): the
-        # indexed ops that took its place (the op index of the result is the walks'
-        # entries with these expanded). The maps and calls are erased last, so that no
-        # op built meanwhile takes one's identity (its address).
+        # The maps and calls inlined, erased once everything is built (what is built
+        # before one, its slices and gathers, is placed by it).
         self.inlined: list[ir.Operation] = []
-        self.expansions: dict[int, list[Entry]] = {}
         self.layout = layout
         self.split_entry = split_entry
         self.views = views
@@ -123,30 +88,28 @@ class _Flattener:
         self.calls = Inlining(self.functions, nesting.contents, views)
         self.remaining = collections.Counter(self.calls.counts)  # inlinings still to come
         self.worklist: collections.deque[tuple[Entry, Chain]] = collections.deque()
-        # Entry arguments and results passed split: (dimension, mesh axes).
-        self.split_args: dict[ir.Value, tuple[int, tuple[str, ...]]] = {}
+        # Entry arguments (by position: inlining may give @main a new entry block)
+        # and results passed split: (dimension, mesh axes).
+        self.split_args: dict[int, tuple[int, tuple[str, ...]]] = {}
         self.result_splits: dict[int, tuple[int, tuple[str, ...]]] = {}
         # (target, backend_config, scope) -> the config naming mesh axes (None: the
         # collective's axis names are already its mesh axes).
         self.resolved: dict[tuple, ir.Attribute | None] = {}
 
-    def run(self) -> OpIndex:
-        """Flatten; the op index of the result."""
+    def run(self) -> None:
         if self.split_entry:
             self.split_entry_arguments()
         self.scan(self.calls.contents_of("main"), scope=())
         while self.worklist:
-            (name, op, identity), scope = self.worklist.popleft()
+            (name, op, _), scope = self.worklist.popleft()
             if name == dialect.CUSTOM_CALL:
-                self.inline_map(op, identity, scope)
+                self.inline_map(op, scope)
             else:
-                self.inline_call(op, identity, scope)
+                self.inline_call(op, scope)
         self.finish_entry()
         self.erase_unreachable_functions()
-        index = self.op_index()
         for op in self.inlined:
             self.rewriter.erase(op)
-        return index
 
     # -- scanning ------------------------------------------------------------
 
@@ -180,7 +143,7 @@ class _Flattener:
             if key is not None:
                 self.resolved[key] = resolved
         if resolved is not None:
-            attributes["backend_config"] = resolved
+            self.rewriter.set_attributes(op, {"backend_config": resolved})
 
     def mesh_axes_config(self, view: dialect.CollectiveView, scope: Chain) -> ir.Attribute | None:
         """The config of `view` naming the mesh axes its axes resolve to in `scope`;
@@ -203,41 +166,36 @@ class _Flattener:
 
     # -- inlining ------------------------------------------------------------
 
-    def inline_map(self, op: ir.Operation, identity: int, scope: Chain) -> None:
+    def inline_map(self, op: ir.Operation, scope: Chain) -> None:
         view = self.views.map(op)
         chain = (*scope, (view.axis_name, view.axis_size))
         axes = self.mesh_axes(chain)
-        with self.built.collecting() as slices:
-            b = self.rewriter.before(op)
-            args = [
-                self.slice_operand(b, operand, in_axis, axes)
-                for operand, in_axis in zip(op.operands, view.in_axes)
-            ]
-        body_results, body = self.inline_body(view.callee, args, chain, op)
-        with self.built.collecting() as gathers:
-            b = self.rewriter.before(op)  # the block `op` stands in may be new (`splice`)
-            for result, value, out_axis in zip(op.results, body_results, view.out_axes):
-                self.replace_map_result(b, result, value, out_axis, axes, at_entry=not scope)
-        self.expansions[identity] = [*slices, *body, *gathers]
+        b = self.rewriter.before(op)
+        args = [
+            self.slice_operand(b, operand, in_axis, axes)
+            for operand, in_axis in zip(op.operands, view.in_axes)
+        ]
+        body_results = self.inline_body(view.callee, args, chain, op)
+        b = self.rewriter.before(op)  # the block `op` stands in may be new (`inline`)
+        for result, value, out_axis in zip(op.results, body_results, view.out_axes):
+            self.replace_map_result(b, result, value, out_axis, axes, at_entry=not scope)
         self.inlined.append(op)
 
-    def inline_call(self, op: ir.Operation, identity: int, scope: Chain) -> None:
-        results, body = self.inline_body(ir.callee_of(op), list(op.operands), scope, op)
-        self.expansions[identity] = body
+    def inline_call(self, op: ir.Operation, scope: Chain) -> None:
+        results = self.inline_body(ir.callee_of(op), list(op.operands), scope, op)
         for result, value in zip(op.results, results):
-            result.replace_all_uses_with(value)
+            self.rewriter.replace_all_uses(result, value)
         self.inlined.append(op)
 
-    def inline_body(
-        self, name: str, args, scope: Chain, site: ir.Operation
-    ) -> tuple[list[ir.Value], list[Entry]]:
+    def inline_body(self, name: str, args, scope: Chain, site: ir.Operation) -> list[ir.Value]:
         """Put function `name`'s body before `site`, with `args` for its arguments: the
-        values it returned, and the op-index entries of its ops.
+        values it returned.
 
         The body's last inlining takes the function's own ops (unless a func.call
         that stays calls it); earlier ones a copy, made whole (one native clone).
-        Either way the ops are moved out (`splice`), so no op is visited twice in
-        Python; the body's maps, calls and collectives are scanned in `scope` first.
+        Either way the ops are moved out (`Rewriter.inline`), so no op is visited
+        twice in Python; the body's maps, calls and collectives are scanned in
+        `scope` first.
         """
         self.remaining[name] -= 1
         last = self.remaining[name] == 0 and name not in self.calls.kept_callees
@@ -247,57 +205,11 @@ class _Flattener:
         else:
             function = ir.detached_clone(self.functions[name])
             contents = walk_contents(function)
-        block = ir.function_entry_block(function)
-        for argument, value in zip(block.arguments, args):
-            argument.replace_all_uses_with(value)
         self.scan(contents, scope)
-        results = self.splice(block, site)
+        walked = Walk(INDEXED, contents.entries)  # so the op index's keeper walks no copy
+        results = self.rewriter.inline(ir.function_entry_block(function), site, args, walked)
         self.rewriter.erase(function)
-        return results, contents.entries
-
-    def splice(self, body: ir.Block, site: ir.Operation) -> list[ir.Value]:
-        """Move the ops of a function's block `body` (its arguments unused by now) before
-        `site`, all but its func.return; the values that returned.
-
-        Moving costs a Python call per op, so when `site`'s block is the only one of
-        its region and holds fewer ops than `body` (a long map body inlined where
-        little else stands), the ops around `site` move into `body` instead, and
-        `body` takes the place of `site`'s block (which goes, empty, to `body`'s
-        function, for the caller to erase).
-        """
-        returned = ir.terminator(body)
-        results = list(returned.operands)
-        self.rewriter.erase(returned)
-        host = site.block
-        region = host.region
-        if len(region.blocks) != 1 or len(host.operations) >= len(body.operations):
-            for op in [op.operation for op in body.operations]:
-                op.move_before(site)
-            return results
-        around = [op.operation for op in host.operations]
-        at = around.index(site)
-        first = body.operations[0].operation
-        for op in around[:at]:
-            op.move_before(first)
-        last = body.operations[len(body.operations) - 1].operation
-        for op in around[at:]:
-            op.move_after(last)
-            last = op
-        unused = len(body.arguments)
-        adopted_for = {}
-        for argument in list(host.arguments):
-            adopted = adopted_for[argument] = body.add_argument(argument.type, argument.location)
-            argument.replace_all_uses_with(adopted)
-            if argument in self.split_args:
-                self.split_args[adopted] = self.split_args.pop(argument)
-        for _ in range(unused):
-            body.erase_argument(0)
-        home = body.region
-        body.append_to(region)
-        host.append_to(home)
-        # A body may return an argument of `host` itself (an unmapped operand passed
-        # through): `host` goes with its arguments, so return the one `body` adopted.
-        return [adopted_for.get(value, value) for value in results]
+        return results
 
     # -- slices and gathers --------------------------------------------------
 
@@ -305,7 +217,7 @@ class _Flattener:
         """The device's own slice of a mapped operand (or the operand, if unmapped)."""
         if in_axis is None:
             return operand
-        if operand in self.split_args:
+        if self.is_split_argument(operand):
             return hlo.drop_dim(b, operand, in_axis)
         shape = list(ir.shape_of(operand.type))
         index_type = ir.tensor_type([], ir.i32_type())
@@ -324,7 +236,7 @@ class _Flattener:
     ) -> None:
         """Give the map result's users the stacked value: an all_gather over `axes`."""
         if out_axis is None:
-            result.replace_all_uses_with(value)
+            self.rewriter.replace_all_uses(result, value)
             return
         if at_entry and self.split_entry:
             self.return_split(b, result, value, out_axis, axes)
@@ -338,20 +250,27 @@ class _Flattener:
             list(axes),
             collectives.AllGatherParams(all_gather_dimension=out_axis, tiled=False),
         )
-        result.replace_all_uses_with(gathered.result)
+        self.rewriter.replace_all_uses(result, gathered.result)
 
     # -- the entry -----------------------------------------------------------
 
     def split_entry_arguments(self) -> None:
         """Pass @main arguments used only as mapped map operands as per-device blocks."""
-        for arg in ir.function_entry_block(self.main).arguments:
+        for index, arg in enumerate(ir.function_entry_block(self.main).arguments):
             split = self.common_split(arg)
             if split is None:
                 continue
             shape = list(ir.shape_of(arg.type))
             shape[split[0]] = 1
             ir.set_value_type(arg, ir.tensor_type(shape, ir.element_type_of(arg.type)))
-            self.split_args[arg] = split
+            self.split_args[index] = split
+
+    def is_split_argument(self, value: ir.Value) -> bool:
+        """Whether `value` is an @main argument passed split."""
+        if not self.split_args:
+            return False
+        arguments = ir.function_entry_block(self.main).arguments
+        return any(arguments[index] == value for index in self.split_args)
 
     def common_split(self, arg: ir.Value) -> tuple[int, tuple[str, ...]] | None:
         """(dimension, mesh axes) if every use of `arg` is a mapped operand of
@@ -372,7 +291,7 @@ class _Flattener:
         for owner, index in ir.uses_of(result):
             if owner.name != "func.return" or owner.parent != self.main:
                 continue
-            owner.operands[index] = hlo.insert_unit_dim(b, value, out_axis)
+            self.rewriter.set_operand(owner, index, hlo.insert_unit_dim(b, value, out_axis))
             self.result_splits[index] = (out_axis, axes)
 
     def finish_entry(self) -> None:
@@ -383,7 +302,7 @@ class _Flattener:
         result_types = [value.type for value in returned.operands]
         ir.set_function_type(self.main, arg_types, result_types)
         for index, arg in enumerate(block.arguments):
-            split = self.split_of(arg.type, self.split_args.get(arg))
+            split = self.split_of(arg.type, self.split_args.get(index))
             ir.set_arg_attr(self.main, "arg", index, dialect.SPLIT_ATTR, split)
         for index, type_ in enumerate(result_types):
             split = self.split_of(type_, self.result_splits.get(index))
@@ -413,24 +332,3 @@ class _Flattener:
         for name, function in self.functions.items():
             if name not in reachable:
                 self.rewriter.erase(function)
-
-    def op_index(self) -> OpIndex:
-        """The op index of the flattened module: the walks of the functions left, with
-        each map and call inlined into them replaced by what took its place."""
-
-        def expand(entries: list[Entry]) -> list[Entry]:
-            expanded = []
-            for entry in entries:
-                expansion = self.expansions.get(entry[2])
-                if expansion is None:
-                    expanded.append(entry)
-                else:
-                    expanded.extend(expand(expansion))
-            return expanded
-
-        return OpIndex(
-            {
-                name: expand(self.calls.contents_of(name).entries)
-                for name in ir.functions(self.module)
-            }
-        )

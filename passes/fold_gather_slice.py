@@ -15,6 +15,7 @@ from typing import ClassVar
 from pmapc import hlo, ir
 from pmapc.passes import patterns
 from pmapc.passes.base import Analyses, Analysis
+from pmapc.passes.combine_all_reduces import reduction_keys
 from pmapc.passes.op_index import index_of, op_index
 from pmapc.rewriter import Rewriter
 
@@ -24,8 +25,8 @@ class FoldGatherSlicePass:
     """Cancel an untiled all_gather followed by a slice at the device's own index."""
 
     name: ClassVar[str] = "fold-gather-slice"
-    keeps_analyses_current: ClassVar[bool] = True
     reads: ClassVar[tuple[Analysis, ...]] = (op_index,)
+    keeps: ClassVar[tuple[Analysis, ...]] = (op_index, reduction_keys)
 
     def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
         changed = False
@@ -41,7 +42,7 @@ def fold(op: ir.Operation, rewriter: Rewriter) -> bool:
         return False
     gather = match[0]
     block = hlo.reshape(rewriter.before(op), gather.operands[0], ir.shape_of(op.results[0].type))
-    op.results[0].replace_all_uses_with(block)
+    rewriter.replace_all_uses(op.results[0], block)
     patterns.erase_slice(op, rewriter)
     patterns.erase_if_unused(gather, rewriter)
     return True

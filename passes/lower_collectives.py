@@ -36,6 +36,7 @@ from pmapc.dialect import CollectiveView
 from pmapc.errors import Category, ShapeError
 from pmapc.mesh import Mesh, axis_index_terms, permutation_pairs, replica_groups_for
 from pmapc.passes.base import Analyses, Analysis
+from pmapc.passes.combine_all_reduces import reduction_keys
 from pmapc.passes.op_index import index_of, op_index
 from pmapc.rewriter import Builder, Rewriter
 
@@ -45,8 +46,8 @@ class LowerCollectivesPass:
     """Rewrite named-axis collectives into StableHLO collectives with replica groups."""
 
     name: ClassVar[str] = "lower-collectives"
-    keeps_analyses_current: ClassVar[bool] = True
     reads: ClassVar[tuple[Analysis, ...]] = (op_index,)
+    keeps: ClassVar[tuple[Analysis, ...]] = (op_index, reduction_keys)
 
     def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
         views = dialect.Views()
@@ -217,7 +218,7 @@ def lower_reduction(lowering: Lowering, view: CollectiveView, b: Builder) -> lis
             hlo.build_reducer(b, op.regions[0], ir.element_type_of(operand.type), reducer)
             lowering.templates[key] = op
         else:
-            op.operands[0] = operand
+            b.rewriter.set_operand(op, 0, operand)
         results.append(op.result)
     return results
 

@@ -28,8 +28,7 @@ class SimplifyPass:
     """Run MLIR's canonicalize and cse: fold reshapes, share constants, drop dead ops."""
 
     name: ClassVar[str] = "simplify"
-    # MLIR's passes edit without the rewriter: every analysis is dropped after it.
-    keeps_analyses_current: ClassVar[bool] = False
+    # It keeps nothing: MLIR's passes edit without the rewriter.
     reads: ClassVar[tuple[Analysis, ...]] = (op_index,)
 
     def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
@@ -46,7 +45,7 @@ def fold_reshape(op: ir.Operation, rewriter: Rewriter) -> None:
     producer = patterns.defining_op(source)
     if producer is not None and producer.name == "stablehlo.reshape":
         source = producer.operands[0]
-        op.operands[0] = source
+        rewriter.set_operand(op, 0, source)
         patterns.erase_if_unused(producer, rewriter)
     if source.type == op.results[0].type:
         rewriter.replace(op, [source])

@@ -25,6 +25,7 @@ from typing import ClassVar
 from pmapc import collectives, dialect, hlo, ir
 from pmapc.passes import patterns
 from pmapc.passes.base import Analyses, Analysis
+from pmapc.passes.combine_all_reduces import reduction_keys
 from pmapc.passes.op_index import index_of, op_index
 from pmapc.rewriter import Builder, Rewriter
 
@@ -34,8 +35,8 @@ class SinkGathersPass:
     """Return gathered inner-map outputs as split results, without the all_gather."""
 
     name: ClassVar[str] = "sink-gathers"
-    keeps_analyses_current: ClassVar[bool] = True
     reads: ClassVar[tuple[Analysis, ...]] = (op_index,)
+    keeps: ClassVar[tuple[Analysis, ...]] = (op_index, reduction_keys)
 
     def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
         if dialect.read_mesh(module) is None:
@@ -82,7 +83,7 @@ def sink_result(main, returned: ir.Operation, index: int, rewriter: Rewriter) ->
     shape[result_dim] = 1
     split[result_dim].append(axis)
     block = hlo.reshape(rewriter.before(returned, gather.location), gather.operands[0], shape)
-    returned.operands[index] = block
+    rewriter.set_operand(returned, index, block)
     ir.set_arg_attr(main, "res", index, dialect.SPLIT_ATTR, dialect.split_attr(split))
     patterns.erase_unused_reshapes(value, rewriter)
     patterns.erase_if_unused(gather, rewriter)

@@ -19,6 +19,8 @@ from pmapc import dialect, hlo, ir
 from pmapc.mesh import Mesh
 from pmapc.passes import patterns
 from pmapc.passes.base import Analyses, Analysis
+from pmapc.passes.combine_all_reduces import reduction_keys
+from pmapc.passes.op_index import op_index
 from pmapc.rewriter import Rewriter
 
 
@@ -27,8 +29,8 @@ class SinkSlicesPass:
     """Split @main's arguments over the inner axes whose slices are all the program uses."""
 
     name: ClassVar[str] = "sink-slices"
-    keeps_analyses_current: ClassVar[bool] = True
     reads: ClassVar[tuple[Analysis, ...]] = ()
+    keeps: ClassVar[tuple[Analysis, ...]] = (op_index, reduction_keys)
 
     def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
         mesh = dialect.read_mesh(module)
@@ -106,7 +108,7 @@ def own_slices_through_views(arg: ir.Value) -> list[tuple[ir.Operation, str, int
 def replace_slice(op: ir.Operation, arg: ir.Value, rewriter: Rewriter) -> None:
     """The slice's value is now the device's argument block itself."""
     block = hlo.reshape(rewriter.before(op), arg, ir.shape_of(op.results[0].type))
-    op.results[0].replace_all_uses_with(block)
+    rewriter.replace_all_uses(op.results[0], block)
     source = op.operands[0]
     patterns.erase_slice(op, rewriter)
     patterns.erase_unused_reshapes(source, rewriter)

@@ -45,6 +45,7 @@ from pmapc.errors import PipelineError
 from pmapc.mesh import axes_by_groups, groups_key
 from pmapc.options import DEFAULT_GROUP_FORM, GroupForm
 from pmapc.passes.base import Analyses, Analysis
+from pmapc.passes.combine_all_reduces import reduction_keys
 from pmapc.passes.op_index import OpIndex, index_of, op_index
 from pmapc.rewriter import Rewriter
 
@@ -72,8 +73,8 @@ class ToPartitionsPass:
     name: ClassVar[str] = "to-partitions"
     first_channel: int = 1
     replica_groups: GroupForm = DEFAULT_GROUP_FORM
-    keeps_analyses_current: ClassVar[bool] = True
     reads: ClassVar[tuple[Analysis, ...]] = (op_index,)
+    keeps: ClassVar[tuple[Analysis, ...]] = (op_index, reduction_keys)
 
     def __post_init__(self) -> None:
         if self.first_channel < 1:
@@ -202,11 +203,11 @@ def split_all_reduce(op: ir.Operation, rewriter: Rewriter) -> list[ir.Operation]
         {key: attributes[key] for key in attributes},
         regions=1,
     )
-    op.regions[0].blocks[0].append_to(first.regions[0])
+    rewriter.move_block(op.regions[0].blocks[0], first.regions[0])
     singles = [first]
     for operand in operands[1:]:
         single = b.clone(first)
-        single.operands[0] = operand
+        rewriter.set_operand(single, 0, operand)
         ir.set_value_type(single.result, operand.type)
         singles.append(single)
     rewriter.replace(op, [single.result for single in singles])

@@ -20,6 +20,7 @@ from typing import ClassVar
 
 from pmapc import ir
 from pmapc.passes.base import Analyses, Analysis
+from pmapc.passes.combine_all_reduces import reduction_keys
 from pmapc.passes.op_index import index_of, op_index
 from pmapc.passes.to_partitions import (
     CHANNEL_HANDLE,
@@ -38,8 +39,8 @@ class ToReplicasPass:
     """Put a lowered program in replica form (one replica per device): replica_id, no channels."""
 
     name: ClassVar[str] = "to-replicas"
-    keeps_analyses_current: ClassVar[bool] = True
     reads: ClassVar[tuple[Analysis, ...]] = (op_index,)
+    keeps: ClassVar[tuple[Analysis, ...]] = (op_index, reduction_keys)
 
     def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
         device_ids, collectives = device_ops(index_of(module, analyses), self.name)
