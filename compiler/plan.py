@@ -143,6 +143,8 @@ class Plan:
     steps: tuple[Step, ...]
     host_calls: tuple[HostCall, ...] = ()
     xla: XlaRuns | None = None  # what XLA runs for each step (plan_xla.plan_with_xla)
+    # a nest folded onto the mesh: (axis, positions of it each device runs)
+    folded: tuple[tuple[str, int], ...] = ()
 
     def totals(self) -> dict[str, float]:
         """Bytes per device per run: sent, received and the minimum, loops counted;
@@ -183,7 +185,7 @@ def plan_of(module: ir.Module) -> Plan:
             host_calls.append(_host_call(op, executions, unknown))
         else:
             steps.append(_step(op, mesh, names, meshes, executions, unknown))
-    return Plan(mesh, tuple(steps), tuple(host_calls))
+    return Plan(mesh, tuple(steps), tuple(host_calls), folded=dialect.fold_of(module))
 
 
 def _collectives(
@@ -404,10 +406,14 @@ def format_table(plan: Plan) -> str:
     def line(cells: Sequence[str]) -> str:
         return "  ".join(cell.ljust(width) for cell, width in zip(cells, widths)).rstrip()
 
-    out = [
-        f"mesh {plan.mesh} ({plan.mesh.size} devices); bytes per device per execution",
-        line(header),
-    ]
+    out = [f"mesh {plan.mesh} ({plan.mesh.size} devices); bytes per device per execution"]
+    if plan.folded:
+        positions = ", ".join(f"{count} of '{axis}'" for axis, count in plan.folded)
+        out.append(
+            f"folded: each device runs {positions}; collectives within a device's "
+            "positions run on it and send nothing (not listed)"
+        )
+    out.append(line(header))
     out.extend(line(row) for row in rows)
     out.append(
         f"per run: {int(totals['collectives'])} collectives, "

@@ -665,6 +665,7 @@ def _gathering(collective: Collective):
             # ppermute counts a group's positions in mesh order, whatever the order
             # the axes are named in (as JAX 0.4.30 does; shared/REFERENCE.md)
             group = dataclasses.replace(group, indices=tuple(sorted(group.indices)))
+            assert isinstance(params, collectives.PpermuteParams)
             return [_ppermuted(frame, group, value, params.perm) for value in args]
         spans_devices = any(frame.axes[i].devices > 1 for i in group.indices)
         if collective is collectives.PSUM_SCATTER and params.index_groups is None and spans_devices:
@@ -839,7 +840,7 @@ def _ppermuted(frame: _Frame, group: _Group, value: Value, perm) -> Value:
     def block_place(place: int):
         """The value at place `place` of the block (over the other batch axes)."""
         coordinates = np.unravel_index(place, local_sizes)
-        index = [slice(None)] * len(value.batch)
+        index: list[slice | int] = [slice(None)] * len(value.batch)
         for i, c in zip(group.indices, coordinates):
             if frame.axes[i].local > 1:
                 index[value.batch.index(i)] = int(c)

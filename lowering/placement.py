@@ -64,14 +64,14 @@ def place_nest(
     return mesh_devices.jax_mesh(mesh, mesh_devices.pick_devices(mesh, devices, backend))
 
 
-def devices_for(mesh: Mesh, devices):
+def devices_for(mesh: Mesh, devices) -> list | None:
     """The devices a nest lowered for `mesh` runs on, given the outermost map's
     `devices=`: where the nest was folded (`devices=` listing a device more than once,
     or `pmapc.fold_onto`), the fold's devices; else `devices=` as given."""
     if devices is not None:
         listed = list(devices.devices.flat) if isinstance(devices, JaxMesh) else list(devices)
         distinct = [d for i, d in enumerate(listed) if d not in listed[:i]]
-        return distinct if len(distinct) < len(listed) else devices
+        return distinct if len(distinct) < len(listed) else listed
     onto = jax_api.FOLD_ONTO.value
     return list(onto[: mesh.size]) if onto is not None else None
 

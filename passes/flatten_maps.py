@@ -60,8 +60,15 @@ class FlattenMapsPass:
         # (the others are erased): its keeper keeps it through the inlining below.
         walked = {name: contents.entries for name, contents in nesting.contents.items()}
         analyses.provide(op_index, OpIndex(walked), module)
+        # a nest folded onto fewer devices: its outermost map's record, for the mesh
+        folded = [
+            entry
+            for op in nesting.contents["main"].custom_calls
+            if dialect.is_map(op)
+            for entry in dialect.map_fold(op)
+        ]
         _Flattener(module, nesting, layout, self.split_entry, views, rewriter).run()
-        dialect.write_mesh(module, layout.mesh)
+        dialect.write_mesh(module, layout.mesh, tuple(dict(folded).items()))
         return True
 
 

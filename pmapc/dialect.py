@@ -553,13 +553,28 @@ def mesh_of(module: ir.Module) -> Mesh:
     return mesh if mesh is not None else Mesh((), ())
 
 
-def write_mesh(module: ir.Module, mesh: Mesh) -> None:
-    module.operation.attributes[MESH_ATTR] = ir.dict_attr(
-        {
-            "axis_names": ir.array_attr([ir.string_attr(n) for n in mesh.axis_names]),
-            "axis_sizes": ir.dense_i64_array_attr(mesh.axis_sizes),
-        }
-    )
+def write_mesh(module: ir.Module, mesh: Mesh, folded: Sequence[tuple[str, int]] = ()) -> None:
+    """Record the module's mesh, and the fold of a nest folded onto it (`FOLD`)."""
+    config = {
+        "axis_names": ir.array_attr([ir.string_attr(n) for n in mesh.axis_names]),
+        "axis_sizes": ir.dense_i64_array_attr(mesh.axis_sizes),
+    }
+    if folded:
+        config[FOLD] = fold_attr(folded)
+    module.operation.attributes[MESH_ATTR] = ir.dict_attr(config)
+
+
+def fold_of(module: ir.Module) -> tuple[tuple[str, int], ...]:
+    """The fold `pmapc.mesh` records (axis, positions per device); () for none."""
+    attributes = module.operation.attributes
+    if MESH_ATTR not in attributes:
+        return ()
+    return read_fold((ir.as_dict(attributes[MESH_ATTR]) or {}).get(FOLD))
+
+
+def map_fold(op: ir.Operation) -> tuple[tuple[str, int], ...]:
+    """The fold a `@pmapc.map` records (its nest's outermost map's); () for none."""
+    return read_fold(_backend_config(op).get(FOLD))
 
 
 def split_attr(split: Sequence[Sequence[str]]) -> ir.Attribute:

@@ -499,3 +499,21 @@ module @flattened_before attributes {pmapc.mesh = {axis_names = ["data", "model"
     return %0 : tensor<8xf32>
   }
 }
+
+// -----
+
+// A nest folded onto fewer devices (pmapc.fold_onto): its outermost map's record
+// of the fold goes into pmapc.mesh, for the plan and `pmapc run`.
+// CHECK-LABEL: module @folded_nest
+// CHECK-SAME: pmapc.mesh = {axis_names = ["data"], axis_sizes = array<i64: 2>, folded = {model = 4 : i64}}
+// CHECK: func.func public @main(%{{.*}}: tensor<1x4xf32>
+module @folded_nest {
+  func.func public @main(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
+    %0 = stablehlo.custom_call @pmapc.map(%arg0) {called_computations = [@body], api_version = 4 : i32, backend_config = {axis_name = "data", axis_size = 2 : i64, folded = {model = 4 : i64}, in_axes = [0], out_axes = [0]}} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    return %0 : tensor<2x4xf32>
+  }
+  func.func private @body(%arg0: tensor<4xf32>) -> tensor<4xf32> {
+    %0 = stablehlo.negate %arg0 : tensor<4xf32>
+    return %0 : tensor<4xf32>
+  }
+}

@@ -7,6 +7,9 @@
 # mesh: 3 folds onto 2): the psum over 'model' runs within each device's block
 # and leaves the plan; the one over both axes keeps an all-reduce over 'data'.
 
+# PLAN: mesh data=2 (2 devices)
+# PLAN-NEXT: folded: each device runs 4 of 'model'; collectives within a device's positions run on it
+
 from functools import partial
 
 import jax
