@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="3 warm-up and 7 timed rounds")
     parser.add_argument("--counts", default="1,2", help="device counts to fold onto")
     args = parser.parse_args(argv)
-    warmup, rounds = (3, 7) if args.quick else (5, 15)
+    warmup, rounds = (3, 7) if args.quick else (7, 41)
     counts = [int(c) for c in args.counts.split(",")]
     print(f"Folded pmapc against nested jax.vmap, medians of {rounds} rounds (ratio: folded/vmap)")
     print(
