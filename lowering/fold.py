@@ -366,9 +366,8 @@ class _Frame:
 
     def scan(self, eqn, args: list[Value]) -> list[Value]:
         params = eqn.params
-        const_count, carry_count = params["num_consts"], params["num_carry"]
-        consts = args[:const_count]
-        xs = args[const_count + carry_count :]
+        consts, init, xs = jax_api.scan_operands(params, args)
+        carry_count = len(init)
         batch = self.full_batch()
 
         def body(carry, slices):
@@ -380,7 +379,7 @@ class _Frame:
                 self.arrays(outs[carry_count:], batch),
             )
 
-        init = self.arrays(args[const_count : const_count + carry_count], batch)
+        init = self.arrays(init, batch)
         scanned = [jnp.moveaxis(x.array, len(x.batch), 0) for x in xs]
         carry, ys = lax.scan(
             body,

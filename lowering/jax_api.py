@@ -790,3 +790,13 @@ _CALL_PRIMITIVES = frozenset(
         "custom_vjp_call_jaxpr",
     }
 )
+
+
+def scan_operands(params: dict, operands: list) -> tuple[list, list, list]:
+    """(constants, initial carry, scanned) of a `scan` equation's operands: counted by
+    `num_consts`/`num_carry` until 0.10, split by the flat tree `ft_in` from 0.11 on."""
+    if "num_consts" in params:
+        consts, carry = params["num_consts"], params["num_carry"]
+        return operands[:consts], operands[consts : consts + carry], operands[consts + carry :]
+    consts, carry, xs = params["ft_in"].update(operands).unpack()
+    return list(consts), list(carry), list(xs)
