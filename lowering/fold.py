@@ -214,15 +214,12 @@ class _Frame:
                 x if a is None else jnp.expand_dims(x, a) for x, a in zip(outs, device_out_axes)
             ]
         else:
-            outs, device_out_axes = self._bind_device_map(
+            outs, device_out_axes = _bind_device_map(
                 body,
                 result_batches,
-                device_operands,
-                device_in_axes,
+                (device_operands, device_in_axes),
                 out_axes,
-                axis_name,
-                devices,
-                name,
+                (axis_name, devices, name),
                 outermost or _bind_nested,
             )
         results = []
@@ -231,44 +228,6 @@ class _Frame:
                 array = _merge_dims(array, out_axis)
             results.append(Value(array, batch))
         return results
-
-    def _bind_device_map(
-        self,
-        body,
-        result_batches,
-        device_operands,
-        device_in_axes,
-        out_axes,
-        axis_name,
-        devices,
-        name,
-        bind,
-    ):
-        """The map over the device factor: `body` traced on the device's blocks, bound
-        by `bind`; (its results, their out_axes)."""
-        avals = [
-            jax.ShapeDtypeStruct(
-                _drop(np.shape(x), a), x.dtype, weak_type=jax_api.is_weakly_typed(x)
-            )
-            for x, a in zip(device_operands, device_in_axes)
-        ]
-        with jax_api.tracing_map_body():
-            closed = jax.make_jaxpr(body, axis_env=[(axis_name, devices)])(*avals)
-        body_jaxpr, constants = jax_api.closure_to_arguments(closed)
-        device_out_axes = [
-            None if out_axis is None else len(batch) + out_axis
-            for out_axis, batch in zip(out_axes, result_batches)
-        ]
-        outs = bind(
-            [*constants, *device_operands],
-            jaxpr=body_jaxpr,
-            axis_name=axis_name,
-            axis_size=devices,
-            in_axes=[*[None] * len(constants), *device_in_axes],
-            out_axes=device_out_axes,
-            name=name,
-        )
-        return outs, device_out_axes
 
     # -- equations -----------------------------------------------------------------
 
@@ -496,6 +455,35 @@ class _Frame:
 
 # Control flow whose bodies hold folded collectives, by primitive name.
 _CONTROL_FLOW = {"while": _Frame.while_loop, "scan": _Frame.scan, "cond": _Frame.cond}
+
+
+def _bind_device_map(body, result_batches, operands, out_axes, axis, bind):
+    """The map over a device factor: `body` traced on the device's blocks of `operands`
+    ((arrays, their in_axes)), bound by `bind` as the map over `axis` ((name, device
+    count, function name)); (its results, their out_axes)."""
+    device_operands, device_in_axes = operands
+    axis_name, devices, name = axis
+    avals = [
+        jax.ShapeDtypeStruct(_drop(np.shape(x), a), x.dtype, weak_type=jax_api.is_weakly_typed(x))
+        for x, a in zip(device_operands, device_in_axes)
+    ]
+    with jax_api.tracing_map_body():
+        closed = jax.make_jaxpr(body, axis_env=[(axis_name, devices)])(*avals)
+    body_jaxpr, constants = jax_api.closure_to_arguments(closed)
+    device_out_axes = [
+        None if out_axis is None else len(batch) + out_axis
+        for out_axis, batch in zip(out_axes, result_batches)
+    ]
+    outs = bind(
+        [*constants, *device_operands],
+        jaxpr=body_jaxpr,
+        axis_name=axis_name,
+        axis_size=devices,
+        in_axes=[*[None] * len(constants), *device_in_axes],
+        out_axes=device_out_axes,
+        name=name,
+    )
+    return outs, device_out_axes
 
 
 def _bind_nested(device_operands, **params):

@@ -412,34 +412,21 @@ def bind(spec: MapSpec, call: MappedCall, *, devices=None, backend=None, outermo
     closed, out_tree, out_axes = trace_body(spec, call)
     jaxpr, constants = jax_api.closure_to_arguments(closed)
     in_axes = [None] * len(constants) + call.leaf_axes
-    mesh = None
-    if outermost:
-        placed = placement.place_nest(jaxpr, spec.axis_name, call.axis_size, devices, backend)
-        if isinstance(placed, fold.Fold):
-            outs = fold.bind_folded(
-                placed,
-                [*constants, *call.leaves],
-                placement.mesh_of_nest,
-                jaxpr=jaxpr,
-                axis_name=spec.axis_name,
-                axis_size=call.axis_size,
-                in_axes=in_axes,
-                out_axes=out_axes,
-                name=symbol_name(spec.name),
-            )
-            return outs, out_tree
-        mesh = placed
-    outs = primitives.bind_map(
-        [*constants, *call.leaves],
+    operands = [*constants, *call.leaves]
+    params = dict(
         jaxpr=jaxpr,
         axis_name=spec.axis_name,
         axis_size=call.axis_size,
         in_axes=in_axes,
         out_axes=out_axes,
         name=symbol_name(spec.name),
-        mesh=mesh,
     )
-    return outs, out_tree
+    if not outermost:
+        return primitives.bind_map(operands, **params), out_tree
+    placed = placement.place_nest(jaxpr, spec.axis_name, call.axis_size, devices, backend)
+    if isinstance(placed, fold.Fold):
+        return fold.bind_folded(placed, operands, placement.mesh_of_nest, **params), out_tree
+    return primitives.bind_map(operands, mesh=placed, **params), out_tree
 
 
 class PmapcIR(NamedTuple):
