@@ -51,6 +51,25 @@ folded("psum", 4, lambda x: lax.psum(x, ("data", "model")))
 # CHECK:         stablehlo.reduce(%arg0 {{.*}} across dimensions = [0] : (tensor<2x8xf32>
 # CHECK:         @pmapc.psum({{.*}}) {{.*}}axes = ["data", "model"]}
 
+folded("pmax_pmin", 4, lambda x: (lax.pmax(x, "model"), lax.pmin(x, ("model", "data"))))
+# CHECK-LABEL: TEST: pmax_pmin onto 4
+# CHECK:       func.func private @{{.*}}(%arg0: tensor<2x8xf32>) -> (tensor<2x8xf32>, tensor<2x8xf32>)
+# CHECK:         stablehlo.reduce(%arg0 {{.*}}) applies stablehlo.maximum across dimensions = [0]
+# CHECK:         @pmapc.pmax({{.*}}axes = ["model"]}
+# CHECK:         stablehlo.reduce(%arg0 {{.*}}) applies stablehlo.minimum across dimensions = [0]
+# CHECK:         @pmapc.pmin({{.*}}axes = ["model", "data"]}
+
+folded("grouped_psum", 2, lambda x: lax.psum(x, "model", axis_index_groups=[[0, 2], [1, 3]]))
+# Groups within the block: each position sums its group's rows, no collective.
+# CHECK-LABEL: TEST: grouped_psum onto 2
+# CHECK:       func.func private @{{.*}}(%arg0: tensor<4x8xf32>) -> tensor<4x8xf32>
+# CHECK-NOT:     @pmapc.
+# CHECK:         stablehlo.slice %{{.*}} [0:1, 0:8]
+# CHECK:         stablehlo.slice %{{.*}} [2:3, 0:8]
+# CHECK:         stablehlo.reduce({{.*}}) applies stablehlo.add across dimensions = [0] : (tensor<2x8xf32>
+# CHECK:         stablehlo.slice %{{.*}} [1:2, 0:8]
+# CHECK:         stablehlo.slice %{{.*}} [3:4, 0:8]
+
 folded("all_gather", 2, lambda x: lax.all_gather(x, "model"))
 # A gather within the block moves nothing.
 # CHECK-LABEL: TEST: all_gather onto 2
