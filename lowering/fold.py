@@ -34,7 +34,7 @@ from jax import lax
 
 from pmapc import collectives, dialect
 from pmapc.collectives import Collective
-from pmapc.errors import DeviceError, SourceLoc, UnsupportedError
+from pmapc.errors import DeviceError, ShapeError, SourceLoc, UnsupportedError
 from pmapc.lowering import jax_api, primitives
 
 
@@ -580,7 +580,7 @@ def _reduction(collective: Collective):
     bind_device = {"psum": lax.psum, "pmax": lax.pmax, "pmin": lax.pmin}[collective.kind]
 
     def rule(frame: _Frame, eqn, args: list[Value]) -> list[Value]:
-        params = collective.params_from_jax(eqn.params)
+        params = _checked_params(frame, eqn, collective)
         group = _group(frame, eqn, collective)
         positional = _positional_axes(eqn.params)
         if params.index_groups is not None:
@@ -616,6 +616,25 @@ def _reduced(value: Value, positional: tuple[int, ...], reduce_local) -> Value:
     return Value(reduce_local(value.array, axis=tuple(nb + p for p in positional)), value.batch)
 
 
+def _checked_params(frame: _Frame, eqn, collective: Collective):
+    """The collective's parameters, checked as the unfolded nest checks them (its
+    tracer and verify-axes): an axis named twice, operand types, index groups and
+    shapes, in the same typed errors at the user's line."""
+    primitives.axes_of(eqn.params)
+    primitives.check_operand_types(collective, [var.aval for var in eqn.invars])
+    params = collective.params_from_jax(eqn.params)
+    indices = [frame.resolve(name) for name in jax_api.named_axes(eqn.params)]
+    if indices and None not in indices:
+        labels = tuple(dialect.axis_label(frame.axes[i].name) for i in indices)
+        size = math.prod(frame.axes[i].size for i in indices)
+        for var in eqn.invars:
+            try:
+                collective.result_shape(params, tuple(var.aval.shape), labels, size)
+            except ShapeError as error:
+                raise _at(eqn, error) from None
+    return params
+
+
 def _positional_axes(params) -> tuple[int, ...]:
     names = params.get("axes", params.get("axis_name", ()))
     names = names if isinstance(names, (tuple, list)) else (names,)
@@ -623,6 +642,7 @@ def _positional_axes(params) -> tuple[int, ...]:
 
 
 def _axis_index_rule(frame: _Frame, eqn, args: list[Value]) -> list[Value]:
+    _checked_params(frame, eqn, collectives.AXIS_INDEX)
     group = _group(frame, eqn, collectives.AXIS_INDEX)
     return [_group_index(frame, group)]
 
@@ -646,7 +666,7 @@ def _add(frame: _Frame, a: Value, b: Value) -> Value:
 
 def _gathering(collective: Collective):
     def rule(frame: _Frame, eqn, args: list[Value]) -> list[Value]:
-        params = collective.params_from_jax(eqn.params)
+        params = _checked_params(frame, eqn, collective)
         group = _group(frame, eqn, collective)
         if collective is collectives.PPERMUTE:
             # ppermute counts a group's positions in mesh order, whatever the order

@@ -117,7 +117,7 @@ def _map_to_pmapc_ir(
     return b.create(dialect.CUSTOM_CALL, _flatten(operands), result_types, attributes).results
 
 
-def _axes_of(params) -> tuple[tuple[str, ...], tuple[int, ...]]:
+def axes_of(params) -> tuple[tuple[str, ...], tuple[int, ...]]:
     """(named axes, positional axes) of a collective's parameters.
 
     Positional axes appear when `jax.vmap` batches a collective over its own
@@ -142,14 +142,8 @@ def _collective_rule(collective: Collective):
     def rule(ctx, *operands, **params):
         b = unobserved(ir.current_insertion_point(), ir.current_location())
         operands = _flatten(operands)
-        if not collective.takes_bool and any(aval.dtype == np.bool_ for aval in ctx.avals_in):
-            raise _at_user_line(
-                ArgumentError(
-                    f"'{collective.kind}' does not take bool operands (JAX's reduction refuses "
-                    "them too); convert to an integer type first, e.g. x.astype(jnp.int32)"
-                )
-            )
-        named, positional = _axes_of(params)
+        check_operand_types(collective, ctx.avals_in)
+        named, positional = axes_of(params)
         if positional:
             if not collective.reduction:
                 raise _at_user_line(
@@ -168,6 +162,17 @@ def _collective_rule(collective: Collective):
         return op.results
 
     return rule
+
+
+def check_operand_types(collective: Collective, avals) -> None:
+    """Refuse bool operands of a collective that does not take them."""
+    if not collective.takes_bool and any(aval.dtype == np.bool_ for aval in avals):
+        raise _at_user_line(
+            ArgumentError(
+                f"'{collective.kind}' does not take bool operands (JAX's reduction refuses "
+                "them too); convert to an integer type first, e.g. x.astype(jnp.int32)"
+            )
+        )
 
 
 def _at_user_line(error: PmapcError) -> PmapcError:
