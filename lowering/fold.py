@@ -623,8 +623,9 @@ def _checked_params(frame: _Frame, eqn, collective: Collective):
     primitives.axes_of(eqn.params)
     primitives.check_operand_types(collective, [var.aval for var in eqn.invars])
     params = collective.params_from_jax(eqn.params)
-    indices = [frame.resolve(name) for name in jax_api.named_axes(eqn.params)]
-    if indices and None not in indices:
+    resolved = [frame.resolve(name) for name in jax_api.named_axes(eqn.params)]
+    indices = [i for i in resolved if i is not None]
+    if indices and len(indices) == len(resolved):  # (a jax.vmap's axes: no group to check)
         labels = tuple(dialect.axis_label(frame.axes[i].name) for i in indices)
         size = math.prod(frame.axes[i].size for i in indices)
         for var in eqn.invars:
