@@ -83,11 +83,6 @@ class Fold:
     devices: tuple
     positions: int  # the mesh's positions, unfolded
 
-    @property
-    def block(self) -> int:
-        """Positions per device."""
-        return self.positions // len(self.devices)
-
 
 # ----------------------------------------------------------------------------
 # The folded program
@@ -575,8 +570,12 @@ def _group(frame: _Frame, eqn, collective: Collective | None) -> _Group:
     return _Group(tuple(indices), tuple(external))
 
 
+# What psum, pmax and pmin compute over the positions a device holds.
+_LOCAL_REDUCTIONS = {"psum": jnp.sum, "pmax": jnp.max, "pmin": jnp.min}
+
+
 def _reduction(collective: Collective):
-    reduce_local = {"psum": jnp.sum, "pmax": jnp.max, "pmin": jnp.min}[collective.kind]
+    reduce_local = _LOCAL_REDUCTIONS[collective.kind]
     bind_device = {"psum": lax.psum, "pmax": lax.pmax, "pmin": lax.pmin}[collective.kind]
 
     def rule(frame: _Frame, eqn, args: list[Value]) -> list[Value]:
@@ -1012,7 +1011,7 @@ def _compute(collective: Collective, params, size: int):
 
     kind = collective.kind
     if kind in ("psum", "pmax", "pmin"):
-        reduce = {"psum": jnp.sum, "pmax": jnp.max, "pmin": jnp.min}[kind]
+        reduce = _LOCAL_REDUCTIONS[kind]
         if groups is None:
             return lambda members, index: reduce(members, axis=0)
         # groups of any sizes: the members outside this position's group count as
@@ -1087,9 +1086,9 @@ def _identity(kind: str, dtype):
         return jnp.zeros((), dtype)
     if dtype == np.bool_:
         return jnp.asarray(kind == "pmin")
-    info = jnp.finfo(dtype) if jnp.issubdtype(dtype, jnp.inexact) else jnp.iinfo(dtype)
     if jnp.issubdtype(dtype, jnp.floating):
         return jnp.asarray(-np.inf if kind == "pmax" else np.inf, dtype)
+    info = jnp.iinfo(dtype)
     return jnp.asarray(info.min if kind == "pmax" else info.max, dtype)
 
 
