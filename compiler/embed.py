@@ -46,9 +46,14 @@ spmd_call_p.multiple_results = True
 _programs = itertools.count()
 
 
+@jax_api.cache_weakly
 @dataclasses.dataclass(frozen=True, eq=False)
 class SpmdProgram:
-    """A map compiled for its mesh: the per-device module and how its values are split."""
+    """A map compiled for its mesh: the per-device module and how its values are split.
+
+    The parameter of the `spmd_call_p` equation in the jitted function's jaxpr, so
+    it lives as long as JAX keeps that jaxpr (its cache entry for the pmapc
+    function) and no longer: JAX's caches keyed on parameters hold it weakly."""
 
     text: str
     in_specs: tuple[PartitionSpec, ...]

@@ -522,6 +522,16 @@ def rank(aval) -> int:
     return len(aval.shape)
 
 
+def cache_weakly(kind: type) -> type:
+    """Have JAX's caches keyed on a primitive's parameters (its abstract evaluation's,
+    for one) hold parameters of class `kind` weakly, as they hold jaxprs: an entry
+    goes when its parameter does, not when the cache's bound evicts it."""
+    from jax._src import util as _util
+
+    _util.weakref_cache_key_types.add(kind)
+    return kind
+
+
 def lower_fun(fun, multiple_results: bool = True):
     """A lowering rule that lowers the JAX function `fun` in place."""
     return _mlir_public.lower_fun(fun, multiple_results=multiple_results)

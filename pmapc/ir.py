@@ -264,7 +264,7 @@ class PassManager:
         self._dump_pipeline = instrumentation.dump_pipeline
         self._reports = instrumentation.timing or instrumentation.statistics
         self._count = 0
-        self._failure: BaseException | None = None  # what a Python pass raised
+        self._failures: list[BaseException] = []  # what a Python pass raised
         self._manager = _passmanager.PassManager("builtin.module", context=context)
         self._manager.enable_verifier(verify_each)
         if instrumentation.prints_ir:
@@ -289,12 +289,15 @@ class PassManager:
         """A pass that calls `run()` on the module the manager runs on; `name` is its
         class name, `argument` its pipeline name (as MLIR's passes have both)."""
 
+        failures = self._failures  # not `self`: MLIR's manager holds `pass_body`, and
+        # a reference back to the manager would be a cycle the collector cannot see
+
         def pass_body(op, pass_) -> None:
             del op  # `run` holds the module
             try:
                 run()
             except Exception as error:  # a failure of the pass, for MLIR too
-                self._failure = error
+                failures.append(error)
                 pass_.signal_pass_failure()
 
         with self._context:
@@ -323,11 +326,12 @@ class PassManager:
         if self._dump_pipeline:  # as mlir-opt's --dump-pass-pipeline prints it
             print(f"Pass Manager with {self._count} passes:", file=sys.stderr)
             print(self.pipeline_text(), file=sys.stderr, flush=True)
-        self._failure = None
+        self._failures.clear()
         try:
             self._manager.run(module.operation)
         except ir.MLIRError as error:
-            failure, self._failure = self._failure, None
+            failure = self._failures.pop() if self._failures else None
+            self._failures.clear()
             if failure is not None:
                 failure.__suppress_context__ = True  # MLIR's "pass failed" adds nothing
                 raise failure  # noqa: B904 (its own __cause__ kept)

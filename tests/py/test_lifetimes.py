@@ -1,0 +1,87 @@
+"""Nothing of a compilation outlives it: a dropped pmapc function frees its programs.
+
+A process that makes many programs (a sweep, a notebook, a server compiling per
+request, this test suite) must not keep each one's compiler: MLIR contexts and
+modules, pass managers, passes, analyses. What a program needs at run time lives
+as long as JAX keeps the jitted function's cache entry, and goes with the function.
+"""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from collections import Counter
+from functools import partial
+
+import jax
+import numpy as np
+
+import pmapc
+from pmapc import ir
+from pmapc.compiler import embed, pipeline
+from pmapc.passes import PASSES
+
+# What compiling a program makes: none of it may stay once the program is dropped.
+COMPILER_OBJECTS = (
+    ir.PassManager,
+    pipeline._PipelineRun,
+    pipeline.IRDumps,
+    pipeline.Timer,
+    embed.SpmdProgram,
+    *PASSES.values(),
+)
+
+
+def scaled_psum(scale: float):
+    """A new 2x4 program: the psum over 'model' of the input times `scale`."""
+
+    @partial(pmapc.pmap, axis_name="data")
+    def step(x):
+        return pmapc.pmap(lambda y: jax.lax.psum(y * scale, "model"), axis_name="model")(x)
+
+    return step
+
+
+def census() -> Counter:
+    """Live objects of the compiler's classes, and MLIR contexts, by class name."""
+    gc.collect()
+    watched = {*COMPILER_OBJECTS, type(ir.make_context())}
+    return Counter(type(o).__name__ for o in gc.get_objects() if type(o) in watched)
+
+
+X = np.arange(2 * 4 * 3, dtype=np.float32).reshape(2, 4, 3)
+
+
+def expected(scale: float) -> np.ndarray:
+    """The numpy result of `scaled_psum(scale)(X)`."""
+    return np.broadcast_to((X * scale).sum(axis=1, keepdims=True), X.shape)
+
+
+def test_dropped_function_frees_its_program():
+    step = scaled_psum(3.0)
+    np.testing.assert_allclose(np.asarray(step(X)), expected(3.0), rtol=1e-6)
+    function = weakref.ref(step)
+    del step
+    gc.collect()
+    assert function() is None, "a dropped pmapc function is still alive"
+
+
+def test_new_programs_leave_no_compiler_behind():
+    np.asarray(scaled_psum(0.5)(X))  # the first program makes what every one shares
+    before = census()
+    for scale in (1.0, 2.0, 4.0):
+        np.testing.assert_allclose(np.asarray(scaled_psum(scale)(X)), expected(scale), rtol=1e-6)
+    after = census()
+    grown = {name: after[name] - before[name] for name in after if after[name] > before[name]}
+    assert not grown, f"objects of 3 dropped programs still alive: {grown}"
+
+
+def test_dropped_compiled_stage_frees_its_executable():
+    client = jax.devices()[0].client
+    step = scaled_psum(5.0)
+    compiled = step.lower(X).compile()
+    np.testing.assert_allclose(np.asarray(compiled(X)), expected(5.0), rtol=1e-6)
+    live = len(client.live_executables())
+    del compiled, step
+    gc.collect()
+    assert len(client.live_executables()) < live
