@@ -70,7 +70,8 @@ def lower_outermost(ctx, *operands, mesh, **params) -> list:
         mesh = placement.concrete(mesh)
     except PmapcError as error:
         raise at_user_call_site(error) from None
-    program = compile_map(ctx.avals_in, ctx.avals_out, mesh, params)
+    with jax_api.lowering_inside(ctx):
+        program = compile_map(ctx.avals_in, ctx.avals_out, mesh, params)
     run = functools.partial(_run_on_mesh, program, mesh)
     return jax_api.lower_fun(run)(ctx, *operands)
 

@@ -22,7 +22,7 @@ import functools
 import importlib.util
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import jax
@@ -41,6 +41,7 @@ from jax._src import tree_util as _tree_util
 from jax._src.array import ArrayImpl as _ArrayImpl
 from jax._src.interpreters import ad as _ad
 from jax._src.interpreters import batching as _batching
+from jax._src.interpreters import mlir as _mlir_private
 from jax._src.interpreters import partial_eval as _pe
 from jax._src.lax import parallel as _parallel
 from jax.extend.core import Primitive
@@ -520,6 +521,35 @@ def rank(aval) -> int:
     """The number of dimensions of an array's abstract value (typed as any
     `AbstractValue` from 0.11 on)."""
     return len(aval.shape)
+
+
+class _EnclosingLowering(threading.local):
+    context: Any = None  # the MLIR context of the lowering this thread is inside
+
+
+_enclosing_lowering = _EnclosingLowering()
+
+
+@contextlib.contextmanager
+def lowering_inside(ctx) -> Iterator[None]:
+    """JAX's lowerings started inside (pmapc's of a map, inside JAX's lowering of
+    the jitted function that holds it) build their modules in the enclosing
+    lowering's MLIR context, as JAX does from 0.11 on (one context per thread,
+    reused): 0.10 made a context, with every dialect loaded, per lowering (5 ms)."""
+    previous = _enclosing_lowering.context
+    _enclosing_lowering.context = ctx.module_context.context
+    try:
+        yield
+    finally:
+        _enclosing_lowering.context = previous
+
+
+def _make_ir_context(make=_mlir_private.make_ir_context):
+    return _enclosing_lowering.context or make()
+
+
+if not SINCE_0_11:  # the module-level name JAX's ModuleContext calls
+    _mlir_private.make_ir_context = _make_ir_context
 
 
 def cache_weakly(kind: type) -> type:

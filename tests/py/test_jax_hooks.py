@@ -9,6 +9,7 @@ import os
 import sys
 import threading
 import traceback
+import types
 
 import jax
 import numpy as np
@@ -299,6 +300,24 @@ def test_pmapc_rewrites_in_a_context_of_its_own_and_leaves_jaxs_as_it_was():
     built = ("func.func", "func.call", "func.return", "sdy.mesh", "sdy.manual_computation")
     assert all(ir.make_context().is_registered_operation(name) for name in built)
     assert not ir.make_context().allow_unregistered_dialects
+
+
+def test_a_lowering_inside_a_lowering_builds_in_its_context():
+    """pmapc lowers a map while JAX lowers the jitted function that holds it; on 0.10
+    the inner lowering takes the outer one's context (as every lowering of a thread
+    does from 0.11 on, where JAX's own make_ir_context is left as it is)."""
+    from jax._src.interpreters import mlir as jax_mlir
+
+    if jax_api.SINCE_0_11:
+        assert jax_mlir.make_ir_context.__module__ == jax_mlir.__name__
+        return
+    outer = jax_mlir.make_ir_context()
+    enclosing = types.SimpleNamespace(module_context=types.SimpleNamespace(context=outer))
+    with jax_api.lowering_inside(enclosing):
+        inside = jax.jit(lambda v: v + 1).lower(np.ones(3, np.float32))
+    outside = jax.jit(lambda v: v + 2).lower(np.ones(3, np.float32))
+    assert inside.compiler_ir("stablehlo").context == outer
+    assert outside.compiler_ir("stablehlo").context != outer
 
 
 # -- pytree and key helpers -----------------------------------------------------------

@@ -1,0 +1,198 @@
+"""New programs, each called once: time and resident memory against `jax.jit(shard_map)`.
+
+    .venv/bin/python benchmarks/new_programs.py [--count 300] [--rounds 3] [--json OUT.json]
+
+What a hyper-parameter sweep, a notebook or a test suite does: make a program,
+call it once, drop it, make the next. Each program is new to both compilers
+(its constant differs), so every call traces, lowers, runs the passes and
+compiles. Two sizes:
+
+    tiny  a 2x4 psum over 'model' of the input times the program's constant
+    W1    W1's MLP SGD step (benchmarks/workloads.py) with the program's learning rate
+
+Each (size, system) runs in a child process of its own, so that its resident
+memory is its own: the child makes one program first (what every program
+shares: JAX's and pmapc's first-use costs), then `--count` programs, and
+reports the mean time of a program from creation until its result is ready,
+and its resident memory after the first program and after the last. Children
+run interleaved, pmapc and shard_map in a new order each round; the ratio is
+the median over rounds of pmapc's mean time over shard_map's. Resident memory
+is read twice, as the process holds it and after `malloc_trim(0)` (what glibc
+keeps of freed memory, in its arenas, is not the program's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import random
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+SYSTEMS = ("pmapc", "shard_map")
+SIZES = ("tiny", "W1")
+
+
+def child(size: str, system: str, count: int) -> dict:
+    """Make and call `1 + count` new programs of `size` with `system`; the figures."""
+    import pmapc
+
+    pmapc.use_host_devices(8)
+    import jax
+    import numpy as np
+    from jax.sharding import PartitionSpec as P
+
+    import workloads
+
+    if size == "tiny":
+        x = np.arange(2 * 4 * 3, dtype=np.float32).reshape(2, 4, 3)
+
+        def make(constant: float):
+            def body(y):
+                return jax.lax.psum(y * constant, "model")
+
+            if system == "pmapc":
+                return workloads.nested(body), (x,)
+            specs = P("data", "model")
+            return workloads.shard_map_jit(body, workloads.mesh_of(2, 4), specs, specs), (x,)
+
+    else:
+        w1 = workloads.mlp(2, 4)
+
+        def make(constant: float):
+            def step(w1_block, w2_block, x, y):
+                loss, (g1, g2) = jax.value_and_grad(_mlp_loss, argnums=(0, 1))(
+                    w1_block, w2_block, x, y
+                )
+                g1, g2 = jax.lax.psum((g1, g2), "data")
+                return w1_block - constant * g1, w2_block - constant * g2, loss
+
+            if system == "pmapc":
+                return workloads.nested(step, inner_in_axes=(0, 0, None, None)), w1.pmapc_args
+            out_specs = (P(None, "model"), P("model", None), P())
+            mesh = workloads.mesh_of(2, 4)
+            return workloads.shard_map_jit(step, mesh, w1.shard_in_specs, out_specs), w1.shard_args
+
+    def new_program(index: int) -> None:
+        function, args = make(0.001 * (index + 1))
+        jax.block_until_ready(function(*args))
+
+    new_program(0)
+    first = resident()
+    start = time.perf_counter()
+    for index in range(1, count + 1):
+        new_program(index)
+    seconds = (time.perf_counter() - start) / count
+    last = resident()
+    return {
+        "size": size,
+        "system": system,
+        "count": count,
+        "seconds_per_program": seconds,
+        "rss_growth_mib": last["rss"] - first["rss"],
+        "trimmed_growth_mib": last["trimmed"] - first["trimmed"],
+    }
+
+
+def _median(results: list[dict], field: str) -> float:
+    return statistics.median(r[field] for r in results)
+
+
+def _mlp_loss(w1_block, w2_block, x, y):
+    import jax
+    import jax.numpy as jnp
+
+    hidden = jnp.tanh(x @ w1_block)
+    out = jax.lax.psum(hidden @ w2_block, "model")
+    return jnp.mean((out - y) ** 2)
+
+
+def resident() -> dict[str, float]:
+    """Resident memory in MiB: as held, and after glibc gives back what it can."""
+    import gc
+
+    gc.collect()
+    held = _rss_mib()
+    ctypes.CDLL("libc.so.6").malloc_trim(0)
+    return {"rss": held, "trimmed": _rss_mib()}
+
+
+def _rss_mib() -> float:
+    import resource
+
+    with open("/proc/self/statm") as handle:
+        return int(handle.read().split()[1]) * resource.getpagesize() / 2**20
+
+
+def run_child(size: str, system: str, count: int) -> dict:
+    command = [sys.executable, __file__, "--child", size, system, "--count", str(count)]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"the {system} child for {size} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--count", type=int, default=300, help="new programs per child")
+    parser.add_argument("--rounds", type=int, default=3, help="children per (size, system)")
+    parser.add_argument("--sizes", default=",".join(SIZES), help="tiny, W1 or both")
+    parser.add_argument("--json", type=Path, help="write every child's figures here")
+    parser.add_argument("--child", nargs=2, metavar=("SIZE", "SYSTEM"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        print(json.dumps(child(*args.child, args.count)))
+        return 0
+    order = random.Random(0)
+    results = []
+    for round_index in range(args.rounds):
+        for size in args.sizes.split(","):
+            for system in order.sample(SYSTEMS, len(SYSTEMS)):
+                result = run_child(size, system, args.count)
+                result["round"] = round_index
+                results.append(result)
+                print(
+                    f"  round {round_index} {size:4} {system:9} "
+                    f"{result['seconds_per_program'] * 1e3:6.1f} ms/program, "
+                    f"RSS +{result['rss_growth_mib']:.1f} MiB "
+                    f"(trimmed +{result['trimmed_growth_mib']:.1f})",
+                    file=sys.stderr,
+                )
+    print(table(results, args.sizes.split(","), args.count))
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+    return 0
+
+
+def table(results: list[dict], sizes: list[str], count: int) -> str:
+    """One row per size: medians over rounds, and pmapc/shard_map ratios per round."""
+    rows = [
+        f"{count} new programs each, called once (medians over rounds):",
+        "| program | pmapc ms | shard_map ms | ratio | pmapc RSS growth | shard_map RSS growth "
+        "| pmapc trimmed | shard_map trimmed |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for size in sizes:
+        by = {s: [r for r in results if r["size"] == size and r["system"] == s] for s in SYSTEMS}
+        ratios = [
+            p["seconds_per_program"] / s["seconds_per_program"]
+            for p, s in zip(by["pmapc"], by["shard_map"])
+        ]
+        ms = {s: _median(by[s], "seconds_per_program") * 1e3 for s in SYSTEMS}
+        held = {s: _median(by[s], "rss_growth_mib") for s in SYSTEMS}
+        trimmed = {s: _median(by[s], "trimmed_growth_mib") for s in SYSTEMS}
+        rows.append(
+            f"| {size} | {ms['pmapc']:.1f} | {ms['shard_map']:.1f} "
+            f"| {statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f}) "
+            f"| +{held['pmapc']:.1f} MiB | +{held['shard_map']:.1f} MiB "
+            f"| +{trimmed['pmapc']:.1f} MiB | +{trimmed['shard_map']:.1f} MiB |"
+        )
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
