@@ -38,6 +38,7 @@ from jax._src import shard_map as _shard_map
 from jax._src import source_info_util as _source_info
 from jax._src import traceback_util as _traceback_util
 from jax._src import tree_util as _tree_util
+from jax._src import util as _util
 from jax._src.array import ArrayImpl as _ArrayImpl
 from jax._src.interpreters import ad as _ad
 from jax._src.interpreters import batching as _batching
@@ -488,9 +489,30 @@ def raised_by_collective(tb) -> bool:
 # What the map primitive needs from JAX's internals
 
 
+# How many programs of a primitive applied outside `jax.jit` (as a gradient's backward
+# pass applies a transposed map) `compiled_impl` keeps: JAX keeps 4,096 of its own
+# primitives', each with its jaxprs and its executable, however long ago it ran.
+EAGER_PROGRAMS = 64
+
+
 def compiled_impl(primitive):
-    """An impl rule that runs `primitive` the way JAX runs its own: jit-compiled."""
-    return functools.partial(_dispatch.apply_primitive, primitive)
+    """An impl rule that runs `primitive` the way JAX runs its own (a jitted call of
+    the primitive, JAX's `xla_primitive_callable`), keeping the last EAGER_PROGRAMS."""
+
+    @functools.lru_cache(maxsize=EAGER_PROGRAMS)
+    def program(params: tuple) -> Callable:
+        return _dispatch.xla_primitive_callable.__wrapped__(primitive, **dict(params))
+
+    def impl(*args, **params):
+        run = program(tuple(params.items()))
+        previous = _config.disable_jit.swap_local(False)
+        try:
+            return run(*args)
+        finally:
+            _config.disable_jit.set_local(previous)
+
+    _util.register_cache(program, f"pmapc: eager {primitive.name}")  # jax.clear_caches()
+    return impl
 
 
 def place_on_mesh(operands, mesh):
@@ -556,8 +578,6 @@ def cache_weakly(kind: type) -> type:
     """Have JAX's caches keyed on a primitive's parameters (its abstract evaluation's,
     for one) hold parameters of class `kind` weakly, as they hold jaxprs: an entry
     goes when its parameter does, not when the cache's bound evicts it."""
-    from jax._src import util as _util
-
     _util.weakref_cache_key_types.add(kind)
     return kind
 

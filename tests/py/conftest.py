@@ -7,6 +7,7 @@ set here, at import time, before any test touches a device.
 from __future__ import annotations
 
 import functools
+import gc
 import zlib
 from collections.abc import Callable
 
@@ -81,6 +82,16 @@ def compile_ir(target: str) -> Callable[..., Executable]:
 def run_ir(target: str) -> Callable[..., list[np.ndarray]]:
     """`run_ir(text, *arrays)`: compile pmapc IR text for each target, run it, numpy results."""
     return functools.partial(run_text, target=target)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _jax_caches_per_module():
+    """JAX's caches emptied after each test module: the programs of module-level
+    functions (compiled executables, traces) stay in them while the functions live,
+    so a worker that runs thousands of tests would hold every module's programs."""
+    yield
+    jax.clear_caches()
+    gc.collect()
 
 
 @pytest.fixture(scope="module")

@@ -85,3 +85,25 @@ def test_dropped_compiled_stage_frees_its_executable():
     del compiled, step
     gc.collect()
     assert len(client.live_executables()) < live
+
+
+def test_eager_gradients_keep_a_bounded_number_of_programs():
+    """A gradient taken outside `jax.jit` applies the transposed map eagerly: its program
+    is kept among pmapc's last EAGER_PROGRAMS, not in JAX's cache of 4,096 eager
+    primitives, which would keep every program's jaxprs and executable."""
+    from jax._src import dispatch
+
+    def grad_of(scale: float) -> np.ndarray:
+        def loss(x):
+            return (scaled_psum(scale)(x) ** 2).sum()
+
+        return np.asarray(jax.grad(loss)(X))
+
+    grad_of(1.0)  # JAX's own eager primitives around the map are cached once
+    before = dispatch.xla_primitive_callable.cache_info().currsize
+    for scale in (2.0, 3.0):
+        # d/dx of sum over all of (scale * psum_model(x))^2: each of the 4 model
+        # positions of a row sees 2 * scale^2 * (the row's sum over model).
+        want = np.broadcast_to(8 * scale**2 * X.sum(axis=1, keepdims=True), X.shape)
+        np.testing.assert_allclose(grad_of(scale), want, rtol=1e-5)
+    assert dispatch.xla_primitive_callable.cache_info().currsize == before
