@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run every check (ruff check and format, basedpyright, pytest on tests/py, lit
 # on tests/lit) on both ends of the JAX range pyproject.toml admits, each in a
-# virtualenv of its own that this script makes or brings up to date:
+# virtualenv of its own that this script makes or brings up to date; pytest and
+# lit each run a worker per core:
 #
 #   oldest  .venv         Python 3.11 (else python3), jax/jaxlib at the range's lower bound
 #   newest  .venv-newest  Python 3.12 or newer, the newest jax/jaxlib the registry serves
@@ -68,7 +69,8 @@ run_checks() {
     "$venv/bin/ruff" check . || status=1
     "$venv/bin/ruff" format --check . || status=1
     "$venv/bin/python" scripts/typecheck.py || status=1
-    "$venv/bin/python" -m pytest tests/py -q -p no:cacheprovider "$@" || status=1
+    "$venv/bin/python" -m pytest tests/py -q -p no:cacheprovider --numprocesses=auto "$@" \
+        || status=1
     PATH="$PWD/$venv/bin:$PATH" "$venv/bin/lit" -sv tests/lit || status=1
     return $status
 }

@@ -1,0 +1,570 @@
+"""The checks of shared/REFERENCE.md "On a GPU machine", as one command, one table.
+
+    .venv/bin/python scripts/gpu_check.py [--quick] [--checks 1,2,3,4,5]
+
+This module owns those checks and the table they print; the programs, the recorded
+values and the benchmark peers are the test suite's and benchmarks/'s. On a machine
+whose JAX finds no GPU it prints one line and exits 0. With a GPU:
+
+1. the goldens (tests/py: golden_programs.py and golden_generated.py; every 10th of the
+   generated ones with --quick) folded onto the one GPU (`pmapc.fold_onto`), against
+   the values JAX 0.4.30's nested `jax.pmap` recorded, compared as test_fold.py does;
+2. in a child process started with `jax_mock_gpu_topology=1x1x8` and
+   `jax_cuda_visible_devices=0` (8 mock GPUs, a mock NCCL): the benchmark workloads,
+   W4 chains and the examples lowered and compiled by pmapc against `jax.jit(shard_map)`:
+   compile seconds and the collectives of each compiled HLO (values under the mock mean
+   nothing, so nothing runs);
+3. benchmarks/folded.py (W1-W3 folded onto the GPU against nested `jax.vmap`), as a
+   child process, its ratios;
+4. 200 un-blocked eager calls of a folded 2x4 psum nest against its nested vmap;
+5. `jax.pure_callback` and `jax.debug.callback` in a folded nest, against numpy.
+
+Each check turns an exception into a FAILED cell; the exit status is 1 when any failed.
+`pmapc.use_host_devices` is not called here (the examples the mock child imports call
+it before its JAX starts: it sets only the child's CPU device count).
+"""
+
+from __future__ import annotations
+
+import argparse
+import builtins
+import dataclasses
+import functools
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT / "tests" / "py"), str(ROOT / "benchmarks")]
+
+import compile_scaling  # noqa: E402
+import hlo_stats  # noqa: E402
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+import workloads  # noqa: E402
+from golden_generated import PROGRAMS as GENERATED  # noqa: E402
+from golden_programs import PROGRAMS, Program, evaluate  # noqa: E402
+from golden_store import unpack  # noqa: E402
+from jax import lax  # noqa: E402
+from test_golden_generated import GOLDENS as GENERATED_GOLDENS  # noqa: E402
+from test_golden_generated import assert_same_array  # noqa: E402
+from test_goldens import GOLDENS, recorded_for  # noqa: E402
+
+import pmapc  # noqa: E402
+
+MOCK_CHILD = "--mock-child"  # the hidden flag of check 2's child process
+ROW_MARK = "gpu_check-row "  # the child prints each row as this mark and JSON
+CHILD_TIMEOUT_S = 600
+MOCK_DEVICES = 8
+MOCK_CHECK = "2 mock 8 GPUs"
+MOCK_RAN = "jax_mock_gpu_topology=1x1x8, jax_cuda_visible_devices=0"
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    """One line of the table; `details` (failures by name) are listed below it."""
+
+    check: str
+    ran: str
+    result: str
+    peer: str
+    verdict: str
+    failed: bool = False
+    details: tuple[str, ...] = ()
+
+
+# ----------------------------------------------------------------------------
+# Pure helpers: text in, text out
+
+
+def first_line(error: BaseException | str) -> str:
+    """The first non-blank line of an exception's message (or of a text)."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return lines[0] if lines else ""
+
+
+def failure_cell(error: BaseException) -> str:
+    return f"FAILED: {type(error).__name__}: {first_line(error)}"
+
+
+def render_table(rows: Sequence[Row]) -> str:
+    """The rows as one markdown table."""
+
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| check | what ran | result | against | verdict |", "| --- | --- | --- | --- | --- |"]
+    for row in rows:
+        cells = (row.check, row.ran, row.result, row.peer, row.verdict)
+        lines.append("| " + " | ".join(cell(c) for c in cells) + " |")
+    return "\n".join(lines)
+
+
+def collectives_summary(hlo_text: str, device_count: int) -> str:
+    """`all-reduce 3 (3 async), all-gather 1; while x100: 2 in body`: the collectives of
+    compiled HLO text by kind, how many are async (`-start`/`-done` pairs or wrapped in an
+    async-start), and the loops that hold them (benchmarks/hlo_stats.py's reading)."""
+    parsed = hlo_stats.parse(hlo_text, device_count)
+    parts = []
+    for kind in hlo_stats.KINDS:
+        ops = [c for c in parsed.collectives if c.kind == kind]
+        asynchronous = sum(c.is_async for c in ops)
+        if ops:
+            parts.append(
+                f"{kind} {len(ops)}" + (f" ({asynchronous} async)" if asynchronous else "")
+            )
+    return "; ".join([", ".join(parts) or "no collectives", *hlo_stats.describe_loops(parsed)])
+
+
+FOLDED_ROW = re.compile(
+    r"^(?P<name>.+?)\s+(?P<count>\d+)\s+(?P<folded>\d+\.\d+)\s+(?P<vmap>\d+\.\d+)"
+    r"\s+(?P<ratio>\d+\.\d+)\s+(?P<p10>\d+\.\d+)-(?P<p90>\d+\.\d+)$"
+)
+
+
+def parse_folded(stdout: str) -> list[Row]:
+    """The rows of benchmarks/folded.py's table as check 3's rows."""
+    rows = []
+    for match in map(FOLDED_ROW.match, stdout.splitlines()):
+        if match is None:
+            continue
+        rows.append(
+            Row(
+                "3 folded vs vmap",
+                f"{match['name']} folded onto {match['count']} device(s)",
+                f"folded {match['folded']} ms",
+                f"nested jax.vmap {match['vmap']} ms",
+                f"ratio {match['ratio']} (p10-p90 {match['p10']}-{match['p90']})",
+            )
+        )
+    return rows
+
+
+def row_line(row: Row) -> str:
+    return ROW_MARK + json.dumps(dataclasses.asdict(row))
+
+
+def parse_rows(stdout: str) -> list[Row]:
+    """The rows a child printed with `row_line`."""
+    rows = []
+    for line in stdout.splitlines():
+        if line.startswith(ROW_MARK):
+            fields = json.loads(line.removeprefix(ROW_MARK))
+            rows.append(Row(**fields | {"details": tuple(fields["details"])}))
+    return rows
+
+
+def guarded(check: str, run: Callable[[], list[Row]]) -> list[Row]:
+    """`run()`'s rows, or one FAILED row: a broken check must not hide the others."""
+    try:
+        return run()
+    except Exception as error:  # any failure of the check is its result
+        return [Row(check, "-", failure_cell(error), "-", "FAILED", failed=True)]
+
+
+def run_child(command: list[str], timeout_s: float) -> tuple[str, str | None]:
+    """A child's stdout, and why it failed (None when it exited 0)."""
+    try:
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=timeout_s, cwd=ROOT, check=False
+        )
+    except subprocess.TimeoutExpired as expired:
+        partial = expired.stdout or ""
+        text = partial.decode() if isinstance(partial, bytes) else partial
+        return text, f"no end after {timeout_s:.0f} s"
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines() or ["no message"]
+        return done.stdout, f"exited {done.returncode}: {lines[-1].strip()[:200]}"
+    return done.stdout, None
+
+
+# ----------------------------------------------------------------------------
+# Check 1: the goldens folded onto one device
+
+
+@dataclasses.dataclass(frozen=True)
+class GoldenCase:
+    """One recorded program: its inputs and results, or the builtin exception it raised."""
+
+    name: str
+    program: Program
+    inputs: list[np.ndarray]
+    expected: dict[str, np.ndarray]
+    error: str | None
+    compare: Callable[[np.ndarray, np.ndarray, str], None]
+
+
+def assert_as_recorded(got: np.ndarray, want: np.ndarray, where: str) -> None:
+    """test_fold.py's comparison of golden_programs.py's arrays."""
+    if got.shape != want.shape or got.dtype != want.dtype:
+        raise AssertionError(
+            f"{where}: {got.dtype}{list(got.shape)} != {want.dtype}{list(want.shape)}"
+        )
+    if np.issubdtype(want.dtype, np.inexact):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=where)
+    else:
+        np.testing.assert_array_equal(got, want, err_msg=where)
+
+
+def inputs_of(arrays: dict[str, np.ndarray]) -> list[np.ndarray]:
+    inputs = []
+    while f"input{len(inputs)}" in arrays:
+        inputs.append(arrays[f"input{len(inputs)}"])
+    return inputs
+
+
+def golden_cases(generated_stride: int = 1) -> list[GoldenCase]:
+    """Every program of golden_programs.py and every `generated_stride`-th of
+    golden_generated.py, with what JAX 0.4.30 recorded for it."""
+    with np.load(GOLDENS) as entries:
+        goldens = {key: entries[key] for key in entries.files}
+    cases = []
+    for program in PROGRAMS:
+        recorded = recorded_for(goldens, program)
+        expected = {k: v for k, v in recorded.items() if not k.startswith("input")}
+        cases.append(
+            GoldenCase(
+                program.name, program, inputs_of(recorded), expected, None, assert_as_recorded
+            )
+        )
+    with np.load(GENERATED_GOLDENS) as entries:
+        generated = unpack(entries)
+    for program in GENERATED[::generated_stride]:
+        arrays = generated[program.name].arrays
+        skipped = ("input", "grad") if program.jax_gradient_wrong else ("input",)
+        expected = {k: v for k, v in arrays.items() if not k.startswith(skipped)}
+        error = generated[program.name].error
+        cases.append(
+            GoldenCase(program.name, program, inputs_of(arrays), expected, error, assert_same_array)
+        )
+    return cases
+
+
+def golden_failure(case: GoldenCase, devices: Sequence) -> str | None:
+    """Why `case` folded onto `devices` disagrees with its record (None: it agrees)."""
+    try:
+        # float32 matmuls: XLA:GPU's default (TF32) is not what JAX 0.4.30 recorded
+        with pmapc.fold_onto(devices), jax.default_matmul_precision("float32"):
+            actual = evaluate(case.program, pmapc.pmap, case.inputs)
+    except Exception as error:
+        if case.error is not None and isinstance(error, getattr(builtins, case.error)):
+            return None
+        return f"{case.name}: {type(error).__name__}: {first_line(error)}"
+    if case.error is not None:
+        return f"{case.name}: raised nothing; JAX 0.4.30 raised {case.error}"
+    for key, want in case.expected.items():
+        if key not in actual:
+            return f"{case.name}/{key}: recorded, not returned"
+        try:
+            case.compare(np.asarray(actual[key]), want, f"{case.name}/{key}")
+        except AssertionError as error:
+            return f"{case.name}/{key}: {first_line(error)}"
+    return None
+
+
+def check_goldens(devices: Sequence, cases: Sequence[GoldenCase]) -> Row:
+    """Check 1's row: how many of `cases` agree folded onto `devices`."""
+    failures = tuple(f for f in (golden_failure(c, devices) for c in cases) if f is not None)
+    return Row(
+        "1 goldens folded",
+        f"{len(cases)} recorded programs folded onto {len(devices)} {devices[0].platform} "
+        "device, float32 matmuls",
+        f"{len(cases) - len(failures)}/{len(cases)} agree",
+        "JAX 0.4.30 nested jax.pmap (recorded)",
+        "FAILED" if failures else "pass",
+        failed=bool(failures),
+        details=failures,
+    )
+
+
+# ----------------------------------------------------------------------------
+# Check 2: compiled for 8 mock GPUs (in a child process)
+
+
+def compile_seconds(function: Callable, args: Sequence) -> tuple[float, str]:
+    """Seconds of `function.lower(*args).compile()`, and the compiled HLO text."""
+    start = time.perf_counter()
+    compiled = function.lower(*args).compile()
+    return time.perf_counter() - start, compiled.as_text()
+
+
+def compile_row(
+    name: str, pmapc_fn: Callable, pmapc_args: Sequence, shard_fn=None, shard_args=()
+) -> Row:
+    """pmapc's compile of a program against `jax.jit(shard_map)`'s, with their collectives."""
+    count = len(jax.devices())
+    ours_s, ours_hlo = compile_seconds(pmapc_fn, pmapc_args)
+    result = f"pmapc {ours_s:.2f} s; {collectives_summary(ours_hlo, count)}"
+    if shard_fn is None:
+        return Row(MOCK_CHECK, f"compile {name}", result, "none (no shard_map)", "compiled")
+    peer_s, peer_hlo = compile_seconds(shard_fn, shard_args)
+    peer = f"jax.jit(shard_map) {peer_s:.2f} s; {collectives_summary(peer_hlo, count)}"
+    return Row(MOCK_CHECK, f"compile {name}", result, peer, f"ratio {ours_s / peer_s:.2f}")
+
+
+def workload_row(build: Callable[[], workloads.Workload]) -> Row:
+    workload = build()
+    return compile_row(
+        workload.name,
+        workload.pmapc_fn,
+        workload.pmapc_args,
+        workload.shard_fn,
+        workload.shard_args,
+    )
+
+
+def w4_chain(count: int) -> workloads.Workload:
+    """W4's body (compile_scaling.chain_body): `count` psums alternating data/model."""
+    body = compile_scaling.chain_body(count)
+    name = f"W4 chain of {count} psums 2x4"
+    return workloads.small_collectives(name, body, count // 2, width=compile_scaling.WIDTH)
+
+
+def load_example(name: str):
+    """examples/<name>.py as a module (its `main` does not run)."""
+    path = ROOT / "examples" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"example_{name}", path)
+    assert spec is not None and spec.loader is not None, path
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def mlp_training_args(example) -> list[np.ndarray]:
+    """Zero arguments of examples/mlp_training.py's `train_step`, in its shapes."""
+    w1 = np.zeros((example.D_IN, example.HIDDEN), np.float32)
+    w2 = np.zeros((example.HIDDEN, example.D_OUT), np.float32)
+    x = np.zeros((example.DATA, example.BATCH, example.D_IN), np.float32)
+    y = np.zeros((example.DATA, example.BATCH, example.D_OUT), np.float32)
+    return [*example.split_weights(w1, w2), x, y]
+
+
+def mock_programs(quick: bool, quickstart, mlp_training) -> list[Callable[[], Row]]:
+    """Check 2's programs, each a thunk that compiles it and gives its row."""
+    builds = [
+        lambda: workloads.mlp(2, 4),
+        lambda: workloads.mlp(4, 2),
+        lambda: workloads.unshard("sum"),
+        lambda: workloads.unshard("scale"),
+        workloads.latency_loop,
+        *[functools.partial(w4_chain, count) for count in ((10,) if quick else (10, 100))],
+    ]
+    thunks = [functools.partial(workload_row, build) for build in builds]
+    x = np.zeros((2, 4, 3), np.float32)
+    thunks.append(lambda: compile_row("examples/quickstart.py", quickstart.step, [x]))
+    args = mlp_training_args(mlp_training)
+    thunks.append(lambda: compile_row("examples/mlp_training.py", mlp_training.train_step, args))
+    return thunks
+
+
+def start_mock_gpus() -> str | None:
+    """Start JAX on 8 mock GPUs (REFERENCE.md's settings); why not, or None."""
+    try:
+        jax.config.update("jax_mock_gpu_topology", "1x1x8")
+        jax.config.update("jax_cuda_visible_devices", "0")
+        jax.config.update("jax_platforms", "cuda,cpu")  # a CUDA that fails to start raises
+        gpus = jax.devices("gpu")
+    except Exception as error:  # this JAX, or its CUDA plugin, refuses the mock
+        return f"{type(error).__name__}: {first_line(error)}"
+    if len(gpus) != MOCK_DEVICES:
+        return f"the mock topology gave {len(gpus)} GPU(s), not {MOCK_DEVICES}"
+    return None
+
+
+def mock_child(quick: bool) -> int:
+    """Check 2's child process: print each program's row as it is compiled."""
+    # before JAX starts: each example calls pmapc.use_host_devices(8) when it loads
+    quickstart, mlp_training = load_example("quickstart"), load_example("mlp_training")
+    refusal = start_mock_gpus()
+    if refusal is not None:
+        print(row_line(Row(MOCK_CHECK, MOCK_RAN, f"not run: {refusal}", "-", "not run")))
+        return 0
+    for thunk in mock_programs(quick, quickstart, mlp_training):
+        for row in guarded(MOCK_CHECK, lambda thunk=thunk: [thunk()]):
+            print(row_line(row), flush=True)
+    return 0
+
+
+def check_mock_compile(quick: bool) -> list[Row]:
+    """Check 2's rows, from a child process (the mock must be set before JAX starts)."""
+    command = [sys.executable, str(Path(__file__).resolve()), MOCK_CHILD]
+    stdout, failure = run_child([*command, *(["--quick"] if quick else [])], CHILD_TIMEOUT_S)
+    rows = parse_rows(stdout)
+    if failure is not None or not rows:
+        why = failure or "the child printed no rows"
+        rows.append(Row(MOCK_CHECK, MOCK_RAN, f"FAILED: child {why}", "-", "FAILED", failed=True))
+    return rows
+
+
+# ----------------------------------------------------------------------------
+# Check 3: benchmarks/folded.py
+
+
+def check_folded(quick: bool) -> list[Row]:
+    """benchmarks/folded.py's W1-W3 folded onto one device against nested vmap."""
+    command = [sys.executable, str(ROOT / "benchmarks" / "folded.py"), "--counts", "1"]
+    stdout, failure = run_child([*command, *(["--quick"] if quick else [])], CHILD_TIMEOUT_S)
+    rows = parse_folded(stdout)
+    if failure is not None or not rows:
+        why = failure or "it printed no rows"
+        ran = "benchmarks/folded.py --counts 1"
+        rows.append(Row("3 folded vs vmap", ran, f"FAILED: {why}", "-", "FAILED", failed=True))
+    return rows
+
+
+# ----------------------------------------------------------------------------
+# Check 4: eager dispatch; check 5: host callbacks
+
+
+def psum_nest_body(v):
+    return lax.psum(lax.psum(v, "model"), "data")
+
+
+def dispatch_seconds(step: Callable, x, calls: int) -> tuple[float, float]:
+    """Seconds until `calls` un-blocked calls returned, and until all were ready."""
+    jax.block_until_ready(step(x))  # compiled and warm
+    start = time.perf_counter()
+    results = [step(x) for _ in range(calls)]
+    returned = time.perf_counter() - start
+    jax.block_until_ready(results)
+    return returned, time.perf_counter() - start
+
+
+def check_dispatch(devices: Sequence, calls: int = 200) -> Row:
+    """Un-blocked calls of a folded 2x4 psum nest against its nested vmap under jit."""
+    x = jax.device_put(np.arange(64, dtype=np.float32).reshape(2, 4, 8), devices[0])
+    folded = pmapc.pmap(pmapc.pmap(psum_nest_body, "model"), "data")
+    vmapped = jax.jit(jax.vmap(jax.vmap(psum_nest_body, axis_name="model"), axis_name="data"))
+    with pmapc.fold_onto(devices):
+        np.testing.assert_allclose(np.asarray(folded(x)), np.asarray(vmapped(x)), rtol=1e-6)
+        ours_returned, ours = dispatch_seconds(folded, x, calls)
+        peer_returned, peer = dispatch_seconds(vmapped, x, calls)
+    return Row(
+        "4 eager dispatch",
+        f"{calls} un-blocked calls, folded 2x4 psum nest of f32[2,4,8]",
+        f"all ready {ours * 1e3:.1f} ms (loop returned {ours_returned * 1e3:.1f} ms)",
+        f"jax.jit(nested vmap) {peer * 1e3:.1f} ms (returned {peer_returned * 1e3:.1f} ms)",
+        f"ratio {ours / peer:.2f}",
+    )
+
+
+GRID = np.arange(2 * 4 * 3, dtype=np.float32).reshape(2, 4, 3)
+
+
+def check_pure_callback(devices: Sequence) -> Row:
+    """`jax.pure_callback(np.sin)` in a folded 2x4 nest, against numpy. The fold batches
+    the body, and JAX batches a pure_callback only with a `vmap_method` ("sequential":
+    once per position, as nested pmap ran it)."""
+
+    def body(y):
+        shape = jax.ShapeDtypeStruct(y.shape, y.dtype)
+        return jax.pure_callback(np.sin, shape, y, vmap_method="sequential") * lax.psum(
+            1.0, ("data", "model")
+        )
+
+    with pmapc.fold_onto(devices):
+        out = np.asarray(pmapc.pmap(pmapc.pmap(body, "model"), "data")(GRID))
+    np.testing.assert_allclose(out, np.sin(GRID) * 8, rtol=1e-6)
+    ran = 'folded 2x4 nest: jax.pure_callback(np.sin, vmap_method="sequential") * psum'
+    return Row("5 host callbacks", ran, "as numpy", "numpy", "pass")
+
+
+def check_debug_callback(devices: Sequence) -> Row:
+    """`jax.debug.callback` in a folded 2x4 nest: once per position, with its block."""
+    seen = []  # list.append is atomic: XLA may call back from several threads
+
+    def body(y):
+        jax.debug.callback(
+            lambda *v: seen.append(tuple(np.asarray(a).tolist() for a in v)),
+            lax.axis_index("data"),
+            lax.axis_index("model"),
+            y,
+        )
+        return y + 1
+
+    with pmapc.fold_onto(devices):
+        out = np.asarray(pmapc.pmap(pmapc.pmap(body, "model"), "data")(GRID))
+    jax.effects_barrier()
+    np.testing.assert_array_equal(out, GRID + 1)
+    expected = [(d, m, GRID[d, m].tolist()) for d in range(2) for m in range(4)]
+    if sorted(seen) != expected:
+        raise AssertionError(f"{len(seen)} callbacks, not one per position: {seen[:3]}")
+    ran = "folded 2x4 nest: jax.debug.callback(axis indices, block)"
+    return Row("5 host callbacks", ran, "8 calls, each its block", "numpy", "pass")
+
+
+# ----------------------------------------------------------------------------
+# The driver
+
+
+def gpu_checks(devices: Sequence, quick: bool) -> list[tuple[str, str, Callable[[], list[Row]]]]:
+    """Each check: its number, its label and what runs it (check 5 in two parts)."""
+    stride = 10 if quick else 1
+    return [
+        ("1", "1 goldens folded", lambda: [check_goldens(devices, golden_cases(stride))]),
+        ("2", MOCK_CHECK, lambda: check_mock_compile(quick)),
+        ("3", "3 folded vs vmap", lambda: check_folded(quick)),
+        ("4", "4 eager dispatch", lambda: [check_dispatch(devices)]),
+        ("5", "5 host callbacks", lambda: [check_pure_callback(devices)]),
+        ("5", "5 host callbacks", lambda: [check_debug_callback(devices)]),
+    ]
+
+
+def gpus() -> list:
+    """The GPUs JAX finds (none: an empty list)."""
+    try:
+        return jax.devices("gpu")
+    except RuntimeError:  # "Unknown backend: 'gpu' requested, ..."
+        return []
+
+
+def report(rows: Sequence[Row], device: jax.Device, quick: bool) -> None:
+    """The header line, the table and, below it, each failure by name."""
+    mode = " (--quick)" if quick else ""
+    versions = f"JAX {jax.__version__}, pmapc {pmapc.__version__}"
+    print(f"gpu_check{mode}: card {device.device_kind}, {versions}")
+    print()
+    print(render_table(rows))
+    for row in rows:
+        if row.details:
+            print(f"\n{row.check}: {len(row.details)} failed:")
+            print("\n".join(f"- {detail}" for detail in row.details))
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer programs and rounds")
+    parser.add_argument("--checks", default="1,2,3,4,5", help="comma-separated check numbers")
+    parser.add_argument(MOCK_CHILD, action="store_true", help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.mock_child:
+        return mock_child(args.quick)
+    # the child processes share the one GPU: no process may take most of its memory
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    found = gpus()
+    if not found:
+        print(f"gpu_check: no GPU found (jax backends: {jax.default_backend()}); nothing to check")
+        return 0
+    rows = []
+    for number, label, run in gpu_checks(found[:1], args.quick):
+        if number not in args.checks.split(","):
+            continue
+        start = time.perf_counter()
+        rows += guarded(label, run)
+        print(f"gpu_check: {label}: {time.perf_counter() - start:.0f} s", file=sys.stderr)
+    report(rows, found[0], args.quick)
+    return 1 if any(row.failed for row in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
