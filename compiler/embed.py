@@ -55,7 +55,7 @@ class SpmdProgram:
     it lives as long as JAX keeps that jaxpr (its cache entry for the pmapc
     function) and no longer: JAX's caches keyed on parameters hold it weakly."""
 
-    text: str
+    bytecode: bytes  # the per-device module, locations included
     in_specs: tuple[PartitionSpec, ...]
     out_specs: tuple[PartitionSpec, ...]
     block_avals_out: tuple
@@ -96,7 +96,7 @@ def compile_map(avals_in, avals_out, mesh, params) -> SpmdProgram:
         _block_aval(aval, sig.split, compilation.mesh) for aval, sig in zip(avals_out, results)
     ]
     return SpmdProgram(
-        text=ir.print_module(compilation.module, debug_info=True),
+        bytecode=ir.bytecode(compilation.module),
         in_specs=tuple(_spec(sig, aval) for sig, aval in zip(arguments, avals_in)),
         out_specs=tuple(_spec(sig, aval) for sig, aval in zip(results, avals_out)),
         block_avals_out=tuple(block_avals),
@@ -135,7 +135,7 @@ def _spmd_call_lowering(ctx, *blocks, program):
     module_context = ctx.module_context
     prefix = f"pmapc{next(_programs)}_"
     names = embed_functions(
-        program.text,
+        program.bytecode,
         module_context.module,
         module_context.symbol_table,
         prefix,
@@ -169,22 +169,22 @@ def _host_callback_adder(module_context, host_callbacks: tuple) -> Callable[[int
 
 
 def embed_functions(
-    text: str,
+    module: bytes | str,
     target: ir.Module,
     symbol_table,
     prefix: str,
     new_channel: Callable[[], int],
     host_callback: Callable[[int], int],
 ) -> dict[str, str]:
-    """Parse module `text` into `target`'s context (JAX's, lowering a jit) and move its
-    functions into `target`.
+    """Parse `module` (bytecode or text) into `target`'s context (JAX's, lowering a
+    jit) and move its functions into `target`.
 
     Every function is renamed `prefix + name` and made private; collectives get
     fresh channel handles from `new_channel()` (they must be unique in `target`),
     host callbacks the index `host_callback(index)` among `target`'s callbacks.
     Returns the old name -> new name of every function.
     """
-    source = ir.parse_into(text, target.context)
+    source = ir.parse_into(module, target.context)
     renamed = {}
     for name in ir.functions(source):
         renamed[name] = prefix + name

@@ -1058,9 +1058,10 @@ def copy_module(module: ir.Module) -> ir.Module:
     return copy
 
 
-def parse_into(text: str, context: ir.Context) -> ir.Module:
-    """`text` parsed in `context` (a module pmapc printed: no diagnostics expected)."""
-    return ir.Module.parse(text, context=context)
+def parse_into(module: bytes | str, context: ir.Context) -> ir.Module:
+    """`module`, bytecode or text, parsed in `context` (a module pmapc wrote: no
+    diagnostics expected)."""
+    return ir.Module.parse(module, context=context)
 
 
 def rename_symbol(module: ir.Module, old: str, new: str) -> None:

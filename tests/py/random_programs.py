@@ -26,7 +26,7 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 import numpy as np
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, assume, settings
 from hypothesis import strategies as st
 from jax import lax
 from oracle import (
@@ -485,6 +485,22 @@ def programs(draw) -> Program:
         combine=draw(st.sampled_from(sorted(COMBINE))),
         seed=draw(st.integers(0, 2**32 - 1)),
     )
+
+
+@st.composite
+def transformable_programs(draw, transformation: str) -> Program:
+    """A random program made differentiable that nested vmap runs, and batches when
+    `transformation` is vmap: one that `transformation` can be checked on against it."""
+    program = differentiable(draw(programs()))
+    assume(vmap_can_run(program))
+    assume(transformation != "vmap" or jax_can_batch(program))
+    return program
+
+
+def split_budget(examples: int, parts: int) -> int:
+    """The examples each of `parts` searches gets, so that together they run about
+    `examples` (each is its own test, which pytest-xdist can run beside the others)."""
+    return max(1, round(examples / parts))
 
 
 @st.composite

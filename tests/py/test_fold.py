@@ -23,15 +23,15 @@ from oracle import assert_tree_equal
 from random_programs import (
     TRANSFORMATIONS,
     build,
-    differentiable,
     folded,
-    jax_can_batch,
     programs,
     run_numpy,
     run_transformed,
     run_with_pmapc,
     sample_arguments,
     search_settings,
+    split_budget,
+    transformable_programs,
     transformation_inputs,
     vmap_can_run,
     vmap_mapper,
@@ -44,6 +44,9 @@ from test_random_programs import INTERESTING, REGRESSIONS, RTOL
 import pmapc
 
 COUNTS = (1, 2, 4)
+# Random programs, split evenly among the device counts (a search each).
+RANDOM_FOLDED = 150
+RANDOM_TRANSFORMED_FOLDED = 100
 
 
 def fold_onto(count: int):
@@ -113,10 +116,10 @@ def check_folded(program, count: int, process) -> None:
     assert_tree_equal(actual, expected, rtol=RTOL)
 
 
-@search_settings(150)
-@given(program=programs(), count=st.sampled_from(COUNTS))
-def test_random_program_folded(program, count: int, pmapc_process):
-    event(f"onto {count}")
+@pytest.mark.parametrize("count", COUNTS)
+@search_settings(split_budget(RANDOM_FOLDED, len(COUNTS)))
+@given(program=programs())
+def test_random_program_folded(count: int, program, pmapc_process):
     check_folded(program, count, pmapc_process)
 
 
@@ -128,21 +131,12 @@ def test_listed_random_program_folded(program, count: int, pmapc_process):
     check_folded(program, count, pmapc_process)
 
 
-@st.composite
-def transformed_programs(draw):
-    from hypothesis import assume
-
-    program = differentiable(draw(programs()))
-    assume(vmap_can_run(program))
-    transformation = draw(st.sampled_from(TRANSFORMATIONS))
-    assume(transformation != "vmap" or jax_can_batch(program))
-    return program, transformation
-
-
-@search_settings(100)
-@given(case=transformed_programs(), count=st.sampled_from(COUNTS))
-def test_transformed_random_program_folded(case, count: int, pmapc_process):
-    program, transformation = case
+@pytest.mark.parametrize("count", COUNTS)
+@search_settings(split_budget(RANDOM_TRANSFORMED_FOLDED, len(COUNTS)))
+@given(data=st.data())
+def test_transformed_random_program_folded(count: int, data, pmapc_process):
+    transformation = data.draw(st.sampled_from(TRANSFORMATIONS), label="transformation")
+    program = data.draw(transformable_programs(transformation), label="program")
     event(transformation)
     arrays = sample_arguments(program)
     out_shape = run_numpy(program, arrays).shape
