@@ -1,6 +1,7 @@
 """New programs, each called once: time and resident memory against `jax.jit(shard_map)`.
 
     .venv/bin/python benchmarks/new_programs.py [--count 300] [--rounds 3] [--json OUT.json]
+    .venv/bin/python benchmarks/new_programs.py --stages [--count 100]
 
 What a hyper-parameter sweep, a notebook or a test suite does: make a program,
 call it once, drop it, make the next. Each program is new to both compilers
@@ -19,6 +20,10 @@ run interleaved, pmapc and shard_map in a new order each round; the ratio is
 the median over rounds of pmapc's mean time over shard_map's. Resident memory
 is read twice, as the process holds it and after `malloc_trim(0)` (what glibc
 keeps of freed memory, in its arenas, is not the program's).
+
+`--stages` times each stage of new tiny programs through both systems'
+ahead-of-time APIs instead (trace, lower, pmapc's passes, XLA's compile, the
+first run), alternating pmapc and shard_map in one process.
 """
 
 from __future__ import annotations
@@ -98,6 +103,89 @@ def child(size: str, system: str, count: int) -> dict:
     }
 
 
+def stages(count: int) -> dict[str, dict[str, float]]:
+    """Median milliseconds of each stage of `count` new tiny programs, through the
+    ahead-of-time API of each system: pmapc's `f.lower(x)` (its `timings`: JAX's
+    trace, JAX's lowering to pmapc IR, the passes), `.compile()` and the first call;
+    `jax.jit(shard_map)`'s `.trace(x)`, `.lower()`, `.compile()` and the first call."""
+    import pmapc
+
+    pmapc.use_host_devices(8)
+    import jax
+    import numpy as np
+    from jax.sharding import PartitionSpec as P
+
+    import workloads
+
+    x = np.arange(2 * 4 * 3, dtype=np.float32).reshape(2, 4, 3)
+    specs = P("data", "model")
+    mesh = workloads.mesh_of(2, 4)
+    times: dict[str, dict[str, list[float]]] = {"pmapc": {}, "shard_map": {}}
+
+    def record(system: str, stage: str, seconds: float) -> None:
+        times[system].setdefault(stage, []).append(seconds * 1e3)
+
+    for index in range(count + 1):
+
+        def body(y, constant=0.001 * (index + 1)):
+            return jax.lax.psum(y * constant, "model")
+
+        start = time.perf_counter()
+        lowered = workloads.nested(body).lower(x)
+        lowered_at = time.perf_counter()
+        compiled = lowered.compile()
+        compiled_at = time.perf_counter()
+        jax.block_until_ready(compiled(x))
+        ran_at = time.perf_counter()
+        if index == 0:  # what every program shares: first uses, not a program's cost
+            continue
+        passes = sum(v for k, v in lowered.timings.items() if k not in ("trace", "lower"))
+        record("pmapc", "trace", lowered.timings["trace"])
+        record("pmapc", "lower", lowered.timings["lower"])
+        record("pmapc", "passes", passes)
+        record("pmapc", "compile", compiled_at - lowered_at)
+        record("pmapc", "run", ran_at - compiled_at)
+        record("pmapc", "all", ran_at - start)
+
+        jitted = workloads.shard_map_jit(body, mesh, specs, specs)
+        start = time.perf_counter()
+        traced = jitted.trace(x)
+        traced_at = time.perf_counter()
+        lowered = traced.lower()
+        lowered_at = time.perf_counter()
+        compiled = lowered.compile()
+        compiled_at = time.perf_counter()
+        jax.block_until_ready(compiled(x))
+        ran_at = time.perf_counter()
+        for stage, seconds in (
+            ("trace", traced_at - start),
+            ("lower", lowered_at - traced_at),
+            ("compile", compiled_at - lowered_at),
+            ("run", ran_at - compiled_at),
+            ("all", ran_at - start),
+        ):
+            record("shard_map", stage, seconds)
+    return {
+        system: {stage: statistics.median(ms) for stage, ms in by_stage.items()}
+        for system, by_stage in times.items()
+    }
+
+
+def stage_table(medians: dict[str, dict[str, float]], count: int) -> str:
+    rows = [
+        f"Stages of {count} new tiny programs, ahead of time (median ms):",
+        "| stage | pmapc | jit(shard_map) |",
+        "|---|---|---|",
+    ]
+    for stage in ("trace", "lower", "passes", "compile", "run", "all"):
+        theirs = medians["shard_map"].get(stage)
+        rows.append(
+            f"| {stage} | {medians['pmapc'][stage]:.1f} | "
+            f"{'-' if theirs is None else f'{theirs:.1f}'} |"
+        )
+    return "\n".join(rows)
+
+
 def _median(results: list[dict], field: str) -> float:
     return statistics.median(r[field] for r in results)
 
@@ -142,10 +230,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="children per (size, system)")
     parser.add_argument("--sizes", default=",".join(SIZES), help="tiny, W1 or both")
     parser.add_argument("--json", type=Path, help="write every child's figures here")
+    parser.add_argument(
+        "--stages", action="store_true", help="time each stage of new tiny programs instead"
+    )
     parser.add_argument("--child", nargs=2, metavar=("SIZE", "SYSTEM"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         print(json.dumps(child(*args.child, args.count)))
+        return 0
+    if args.stages:
+        print(stage_table(stages(args.count), args.count))
         return 0
     order = random.Random(0)
     results = []
