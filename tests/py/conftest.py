@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import itertools
 import zlib
 from collections.abc import Callable
 
@@ -84,12 +85,30 @@ def run_ir(target: str) -> Callable[..., list[np.ndarray]]:
     return functools.partial(run_text, target=target)
 
 
+# JAX's caches are emptied after this many tests, and after each test module.
+TESTS_PER_CACHE = 200
+_tests_run = itertools.count(1)
+
+
 @pytest.fixture(autouse=True, scope="module")
 def _jax_caches_per_module():
-    """JAX's caches emptied after each test module: the programs of module-level
-    functions (compiled executables, traces) stay in them while the functions live,
-    so a worker that runs thousands of tests would hold every module's programs."""
+    """JAX's caches emptied after each test module: they keep the programs of
+    module-level functions while the functions live, and thousands of entries of
+    their own (bounded, 2,048 or 4,096 each), so a worker that runs thousands of
+    tests would hold every module's programs."""
     yield
+    _clear_jax_caches()
+
+
+@pytest.fixture(autouse=True)
+def _jax_caches_every_few_tests():
+    """...and every TESTS_PER_CACHE tests within a long module (the folded goldens)."""
+    yield
+    if next(_tests_run) % TESTS_PER_CACHE == 0:
+        _clear_jax_caches()
+
+
+def _clear_jax_caches() -> None:
     jax.clear_caches()
     gc.collect()
 
