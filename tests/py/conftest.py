@@ -7,8 +7,6 @@ set here, at import time, before any test touches a device.
 from __future__ import annotations
 
 import functools
-import gc
-import itertools
 import zlib
 from collections.abc import Callable
 
@@ -36,6 +34,7 @@ def _use_host_devices(count: int) -> None:
 _use_host_devices(NUM_CPU_DEVICES)
 
 # Imported after the device count is set: these modules import JAX's runtime.
+import memory  # noqa: E402
 from child_process import ChildProcess  # noqa: E402
 
 from pmapc import dialect, ir  # noqa: E402
@@ -85,32 +84,11 @@ def run_ir(target: str) -> Callable[..., list[np.ndarray]]:
     return functools.partial(run_text, target=target)
 
 
-# JAX's caches are emptied after this many tests, and after each test module.
-TESTS_PER_CACHE = 200
-_tests_run = itertools.count(1)
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _jax_caches_per_module():
-    """JAX's caches emptied after each test module: they keep the programs of
-    module-level functions while the functions live, and thousands of entries of
-    their own (bounded, 2,048 or 4,096 each), so a worker that runs thousands of
-    tests would hold every module's programs."""
-    yield
-    _clear_jax_caches()
-
-
 @pytest.fixture(autouse=True)
-def _jax_caches_every_few_tests():
-    """...and every TESTS_PER_CACHE tests within a long module (the folded goldens)."""
+def _bounded_memory():
+    """After each test, a worker that holds too much gives it back (memory.py)."""
     yield
-    if next(_tests_run) % TESTS_PER_CACHE == 0:
-        _clear_jax_caches()
-
-
-def _clear_jax_caches() -> None:
-    jax.clear_caches()
-    gc.collect()
+    memory.bound()
 
 
 @pytest.fixture(scope="module")

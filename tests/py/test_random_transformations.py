@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 
+import memory
 import numpy as np
 import pytest
 from child_process import ChildProcess
@@ -57,6 +58,7 @@ def check_transformed(program: Program, transformation: str, process: ChildProce
         program, transformation, arrays, weights, tangents, mapper=vmap_mapper
     )
     actual = process.run(run_transformed, program, transformation, arrays, weights, tangents)
+    memory.bound()  # the oracle's programs, in this process: a search runs dozens
     assert len(actual) == len(expected)
     for ours, oracle in zip(actual, expected):
         assert_tree_equal(ours, oracle, rtol=RTOL)
