@@ -39,6 +39,7 @@ from pmapc.passes.flatten_maps import FlattenMapsPass
 from pmapc.passes.fold_gather_slice import FoldGatherSlicePass
 from pmapc.passes.lower_collectives import LowerCollectivesPass
 from pmapc.passes.op_index import IndexKeeper, op_index
+from pmapc.passes.predicate_divergent import PredicateDivergentPass
 from pmapc.passes.simplify import SimplifyPass
 from pmapc.passes.sink_gathers import SinkGathersPass
 from pmapc.passes.sink_slices import SinkSlicesPass
@@ -54,6 +55,7 @@ def default_pipeline(
     return (
         VerifyAxesPass(),  # every axis bound, every shape right
         FlattenMapsPass(),  # nested maps -> one SPMD program over the mesh
+        PredicateDivergentPass(),  # no device waits in a collective others skip
         FoldGatherSlicePass(),  # a gather then a slice of one's own block cancel
         SinkSlicesPass(),  # arguments split over inner axes too
         SinkGathersPass(),  # results returned split, not gathered
@@ -80,6 +82,7 @@ def holds(analysis: Callable[[ir.Module], object], result: object, module: ir.Mo
 REQUIRED: tuple[type[Pass], ...] = (
     VerifyAxesPass,
     FlattenMapsPass,
+    PredicateDivergentPass,
     LowerCollectivesPass,
     *TARGETS.values(),
 )

@@ -145,6 +145,8 @@ class Plan:
     xla: XlaRuns | None = None  # what XLA runs for each step (plan_xla.plan_with_xla)
     # a nest folded onto the mesh: (axis, positions of it each device runs)
     folded: tuple[tuple[str, int], ...] = ()
+    # branches and loops every device runs, their predicates differing (predicate-divergent)
+    predicated: tuple[dialect.Predicated, ...] = ()
 
     def totals(self) -> dict[str, float]:
         """Bytes per device per run: sent, received and the minimum, loops counted;
@@ -185,7 +187,13 @@ def plan_of(module: ir.Module) -> Plan:
             host_calls.append(_host_call(op, executions, unknown))
         else:
             steps.append(_step(op, mesh, names, meshes, executions, unknown))
-    return Plan(mesh, tuple(steps), tuple(host_calls), folded=dialect.fold_of(module))
+    return Plan(
+        mesh,
+        tuple(steps),
+        tuple(host_calls),
+        folded=dialect.fold_of(module),
+        predicated=dialect.predicated_of(module),
+    )
 
 
 def _collectives(
@@ -421,6 +429,7 @@ def format_table(plan: Plan) -> str:
         f"minimum {format_bytes(totals['minimum'])} per device"
     )
     out.extend(_host_call_lines(plan))
+    out.extend(_predicated_lines(plan))
     if any(item.loop_unknown for item in (*plan.steps, *plan.host_calls)):
         out.append("?: inside a loop whose trip count is unknown, counted once")
     if plan.xla is not None:
@@ -440,6 +449,22 @@ def _host_call_lines(plan: Plan) -> list[str]:
             f"  {_where(call.location)}: {per_run} per run, "
             f"{format_bytes(call.to_host)} to the host, {format_bytes(call.from_host)} back"
         )
+    return lines
+
+
+def _predicated_lines(plan: Plan) -> list[str]:
+    """One line per branch or loop whose predicate differs between the devices of its
+    collectives' groups, which every device therefore runs (none without any)."""
+    if not plan.predicated:
+        return []
+    how = {
+        "cond": "every branch runs, each device selects its own",
+        "while": "loops while any device of the group continues, masking the others",
+    }
+    lines = ["predicated (the predicate differs between devices that talk inside):"]
+    for record in plan.predicated:
+        axes = ", ".join(f"'{axis}'" for axis in record.axes)
+        lines.append(f"  {_where(record.location)}: {record.kind} over {axes}: {how[record.kind]}")
     return lines
 
 

@@ -11,6 +11,7 @@ from pmapc.passes.combine_all_reduces import CombineAllReducesPass
 from pmapc.passes.flatten_maps import FlattenMapsPass
 from pmapc.passes.fold_gather_slice import FoldGatherSlicePass
 from pmapc.passes.lower_collectives import LowerCollectivesPass
+from pmapc.passes.predicate_divergent import PredicateDivergentPass
 from pmapc.passes.simplify import SimplifyPass
 from pmapc.passes.sink_gathers import SinkGathersPass
 from pmapc.passes.sink_slices import SinkSlicesPass
@@ -21,6 +22,7 @@ from pmapc.passes.verify_axes import VerifyAxesPass
 _ALL: tuple[type[Pass], ...] = (
     VerifyAxesPass,
     FlattenMapsPass,
+    PredicateDivergentPass,
     FoldGatherSlicePass,
     SinkSlicesPass,
     SinkGathersPass,

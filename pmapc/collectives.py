@@ -157,6 +157,17 @@ class Collective:
     takes_bool: bool = True
     # Reads the parameters from the JAX primitive's; None: the ones of the same names.
     read_jax_params: JaxParamsReader | None = None
+    # Its result is the same on every device of its group (a reduction or a gather of
+    # the whole group), so it no longer varies over the axes it acts over
+    # (passes/variance.py; with index groups, the groups may differ).
+    agrees_over_group: bool = False
+    # Whether the devices of its group exchange data (each must reach it; only
+    # axis_index does not: passes/predicate_divergent.py).
+    communicates: bool = True
+    # XLA runs it as one op over every group together (a collective_permute has source
+    # and target pairs, no replica groups): every device of the mesh must reach it,
+    # not only those of one group.
+    spans_mesh: bool = False
 
     @property
     def target(self) -> str:
@@ -238,6 +249,7 @@ PSUM = Collective(
     jax_primitive="psum_p",
     reduction=True,
     reducer="stablehlo.add",
+    agrees_over_group=True,
 )
 PMAX = Collective(
     "pmax",
@@ -246,6 +258,7 @@ PMAX = Collective(
     jax_primitive="pmax_p",
     reduction=True,
     reducer="stablehlo.maximum",
+    agrees_over_group=True,
 )
 PMIN = Collective(
     "pmin",
@@ -254,9 +267,14 @@ PMIN = Collective(
     jax_primitive="pmin_p",
     reduction=True,
     reducer="stablehlo.minimum",
+    agrees_over_group=True,
 )
 ALL_GATHER = Collective(
-    "all_gather", AllGatherParams, shapes.all_gather_shape, jax_primitive="all_gather_p"
+    "all_gather",
+    AllGatherParams,
+    shapes.all_gather_shape,
+    jax_primitive="all_gather_p",
+    agrees_over_group=True,
 )
 PSUM_SCATTER = Collective(
     "psum_scatter",
@@ -279,9 +297,14 @@ PPERMUTE = Collective(
     shapes.ppermute_shape,
     jax_primitive="ppermute_p",
     read_jax_params=_ppermute_from_jax,
+    spans_mesh=True,
 )
 AXIS_INDEX = Collective(
-    "axis_index", NoParams, shapes.axis_index_shape, jax_primitive="axis_index_p"
+    "axis_index",
+    NoParams,
+    shapes.axis_index_shape,
+    jax_primitive="axis_index_p",
+    communicates=False,
 )
 
 # Every kind, in the order diagnostics list them.

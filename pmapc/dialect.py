@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from pmapc import collectives, ir
 from pmapc.collectives import Collective, Params
-from pmapc.errors import Category, Diagnostic, DiagnosticError
+from pmapc.errors import Category, Diagnostic, DiagnosticError, SourceLoc
 from pmapc.mesh import Mesh
 
 if TYPE_CHECKING:
@@ -31,6 +31,7 @@ CUSTOM_CALL = "stablehlo.custom_call"
 MAP_TARGET = "pmapc.map"
 MESH_ATTR = "pmapc.mesh"
 SPLIT_ATTR = "pmapc.split"
+PREDICATED_ATTR = "pmapc.predicated"
 TYPED_FFI_API_VERSION = 4
 
 
@@ -592,3 +593,52 @@ def read_split(attr: ir.Attribute | None, rank: int) -> tuple[tuple[str, ...], .
         names = [ir.as_string(a) for a in (ir.as_list(dim) or [])]
         result.append(tuple(n for n in names if n is not None))
     return tuple(result)
+
+
+# ----------------------------------------------------------------------------
+# Predicated control flow (written by predicate-divergent, read by the plan)
+
+
+@dataclasses.dataclass(frozen=True)
+class Predicated:
+    """A branch or loop whose predicate differs between the devices of a collective's
+    groups inside it, which predicate-divergent made every device run: every branch,
+    selected per device, or the loop until every device of the group is done."""
+
+    kind: str  # "cond" (a stablehlo.case or if) or "while"
+    axes: tuple[str, ...]  # the mesh axes the predicate differs over, there
+    location: SourceLoc | None
+
+
+def add_predicated(module: ir.Module, record: Predicated) -> None:
+    """Append `record` to the module's `pmapc.predicated` list."""
+    entry = {
+        "kind": ir.string_attr(record.kind),
+        "axes": ir.array_attr([ir.string_attr(a) for a in record.axes]),
+    }
+    if record.location is not None:
+        entry["file"] = ir.string_attr(record.location.file)
+        entry["line"] = ir.i64_attr(record.location.line)
+        entry["col"] = ir.i64_attr(record.location.col)
+    attributes = module.operation.attributes
+    known = ir.as_list(attributes[PREDICATED_ATTR]) if PREDICATED_ATTR in attributes else []
+    attributes[PREDICATED_ATTR] = ir.array_attr([*(known or []), ir.dict_attr(entry)])
+
+
+def predicated_of(module: ir.Module) -> tuple[Predicated, ...]:
+    """The module's `pmapc.predicated` records, in the order they were made."""
+    attributes = module.operation.attributes
+    if PREDICATED_ATTR not in attributes:
+        return ()
+    records = []
+    for attr in ir.as_list(attributes[PREDICATED_ATTR]) or []:
+        entry = ir.as_dict(attr) or {}
+        file, line, col = (entry.get(key) for key in ("file", "line", "col"))
+        location = None
+        if file is not None and line is not None and col is not None:
+            where = (ir.as_string(file) or "", ir.as_int(line) or 0, ir.as_int(col) or 0)
+            location = SourceLoc(*where)
+        kind = ir.as_string(entry["kind"]) if "kind" in entry else None
+        axes = _read_string_list(entry["axes"]) if "axes" in entry else None
+        records.append(Predicated(kind or "?", axes or (), location))
+    return tuple(records)

@@ -33,6 +33,7 @@ class Category(enum.Enum):
     AXIS = "axis"  # an axis unbound, repeated, or bound differently by siblings
     SHAPE = "shape"  # a shape or dimension that does not fit a map or a collective
     IR = "ir"  # malformed pmapc IR (a hand-written module, or a pmapc bug)
+    UNSUPPORTED = "unsupported"  # valid, but not something pmapc can run
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,6 +154,7 @@ class PassFailure(PmapcError, RuntimeError):
 _ERROR_CLASSES: dict[Category, type[PmapcError]] = {
     Category.AXIS: AxisError,
     Category.SHAPE: ShapeError,
+    Category.UNSUPPORTED: UnsupportedError,
 }
 
 

@@ -117,6 +117,24 @@ def binary(b: Builder, name: str, lhs: ir.Value, rhs: ir.Value) -> ir.Value:
     return b.create(f"stablehlo.{name}", [lhs, rhs], [lhs.type]).result
 
 
+def compare(b: Builder, direction: str, lhs: ir.Value, rhs: ir.Value) -> ir.Value:
+    """stablehlo.compare `direction` ("EQ", "LT", ...) of two same-typed values: i1s."""
+    _check(lhs.type == rhs.type, f"compare of {lhs.type} and {rhs.type}: the operand types differ")
+    result_type = ir.tensor_type(ir.shape_of(lhs.type), ir.i1_type())
+    attributes = {"comparison_direction": ir.comparison_direction_attr(direction)}
+    return b.create("stablehlo.compare", [lhs, rhs], [result_type], attributes).result
+
+
+def select(b: Builder, predicate: ir.Value, on_true: ir.Value, on_false: ir.Value) -> ir.Value:
+    """stablehlo.select: `on_true` where `predicate` (an i1 scalar, or one per element)
+    holds, else `on_false`."""
+    _check(
+        on_true.type == on_false.type,
+        f"select of {on_true.type} and {on_false.type}: the operand types differ",
+    )
+    return b.create("stablehlo.select", [predicate, on_true, on_false], [on_true.type]).result
+
+
 def replica_id(b: Builder) -> ir.Value:
     ui32 = ir.tensor_type([], ir.ui32_type())
     return b.create("stablehlo.replica_id", [], [ui32]).result

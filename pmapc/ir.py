@@ -376,6 +376,10 @@ def element_type_of(type_: ir.Type) -> ir.Type:
     return ir.RankedTensorType(type_).element_type
 
 
+def i1_type() -> ir.Type:
+    return ir.IntegerType.get_signless(1)
+
+
 def i32_type() -> ir.Type:
     return ir.IntegerType.get_signless(32)
 
@@ -566,6 +570,11 @@ def dense_int_matrix(attr: ir.Attribute) -> np.ndarray:
 def comparison_direction(compare_op: ir.Operation) -> str:
     """The direction of a stablehlo.compare: "LT", "EQ", ..."""
     return _stablehlo.ComparisonDirectionAttr(compare_op.attributes["comparison_direction"]).value
+
+
+def comparison_direction_attr(direction: str) -> ir.Attribute:
+    """The `comparison_direction` of a stablehlo.compare: "EQ", "LT", ..."""
+    return _stablehlo.ComparisonDirectionAttr.get(direction)
 
 
 def splat_value(attr: ir.Attribute) -> ir.Attribute | None:

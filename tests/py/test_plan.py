@@ -130,8 +130,10 @@ def test_loops_with_a_data_dependent_bound_are_counted_once_and_marked():
         return lax.while_loop(lambda c: c.sum() < 100.0, lambda c: lax.psum(c, "model") + 1, v)
 
     plan = pmapc.lower(nested_2x4(body), X).plan()
-    (step,) = plan.steps
-    assert (step.executions, step.loop_unknown) == (1, True)
+    # the loop's condition varies between devices: every device of a 'model' group loops
+    # while any continues, so the condition ends in a pmax (predicate-divergent)
+    kinds = [(step.op, step.axes, step.executions, step.loop_unknown) for step in plan.steps]
+    assert kinds == [("all_reduce", ("model",), 1, True), ("all_reduce", ("model",), 1, True)]
     assert "trip count is unknown" in plan.table()
 
 

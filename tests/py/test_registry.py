@@ -93,7 +93,13 @@ def test_lowering_pipeline_keeps_the_default_order():
     order = [p.name for p in default_pipeline()]
     lowering = [p.name for p in lowering_pipeline()]
     assert lowering == [name for name in order if name in lowering]
-    assert lowering == ["verify-axes", "flatten-maps", "lower-collectives", "to-partitions"]
+    assert lowering == [
+        "verify-axes",
+        "flatten-maps",
+        "predicate-divergent",
+        "lower-collectives",
+        "to-partitions",
+    ]
 
 
 def test_every_pass_is_in_a_pipeline():

@@ -3,5 +3,5 @@
 // --dump-pass-pipeline: the pipeline MLIR's pass manager runs, named pipelines
 // expanded and MLIR's options spelled out, before it runs.
 
-// CHECK: Pass Manager with 6 passes:
-// CHECK-NEXT: builtin.module(verify-axes,flatten-maps,lower-collectives,to-partitions,canonicalize{{{.*}}max-iterations=3{{.*}}},func.func(cse))
+// CHECK: Pass Manager with 7 passes:
+// CHECK-NEXT: builtin.module(verify-axes,flatten-maps,predicate-divergent,lower-collectives,to-partitions,canonicalize{{{.*}}max-iterations=3{{.*}}},func.func(cse))

@@ -13,6 +13,7 @@
 // CHECK-NEXT: ----Wall Time----  ----Name----
 // CHECK-NEXT: {{[0-9]+\.[0-9]+}} ({{ *[0-9]+\.[0-9]}}%)  VerifyAxesPass
 // CHECK-NEXT: ({{.*}}%)  FlattenMapsPass
+// CHECK-NEXT: ({{.*}}%)  PredicateDivergentPass
 // CHECK-NEXT: ({{.*}}%)  LowerCollectivesPass
 // CHECK-NEXT: ({{.*}}%)  ToPartitionsPass
 // CHECK: (100.0%)  Total

@@ -1,0 +1,187 @@
+"""varying_axes: the mesh axes over which each value of an SPMD module may differ.
+
+pmapc's uniformity analysis (LLVM's divergence analysis, over a mesh rather
+than a warp). It reads a module after flatten-maps, where one program runs on
+every device of the mesh, and gives each value the set of mesh axes along
+which two devices may hold different values of it. The empty set means the
+value is the same on every device: a predicate that is uniform along a
+collective's axes sends every device of its groups the same way.
+
+The sources of variance are the entry's split arguments (`pmapc.split`: a
+dimension split over `data` varies over `data`), `@pmapc.axis_index` over its
+axes, and what a device computes alone (host callbacks, `replica_id`,
+`partition_id`, stateful `rng`): every axis. A collective whose result agrees
+over its group (`Collective.agrees_over_group`: psum, pmax, pmin, all_gather
+without index groups) removes its axes; the others add them. Every other op
+joins its operands' sets, and those of the values its regions use. Control
+flow adds its predicate's set to its results (devices that branch apart
+return apart); a loop's carries are joined with what its body yields until
+they settle; a private function's arguments join over its call sites (one
+result per function, not per call).
+
+Why an analysis of the IR rather than of the traced jaxpr: `pmapc opt` runs
+it on hand-written modules too, and every transformation JAX applies before
+lowering (`grad`'s transposed branches, `vmap`, `jit`) reaches it as IR. The
+fold (lowering/fold.py) tracks something finer at trace time, which positions
+of a device's block each value varies over, and so keeps its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pmapc import dialect, ir
+from pmapc.mesh import Mesh
+
+Axes = frozenset[str]
+UNIFORM: Axes = frozenset()
+
+# Ops whose result differs between devices whatever their operands.
+_PER_DEVICE_OPS = frozenset({"stablehlo.replica_id", "stablehlo.partition_id", "stablehlo.rng"})
+BRANCHES = frozenset({"stablehlo.case", "stablehlo.if"})
+
+
+class Variance:
+    """The axes each value of a module may vary over (`varying_axes`)."""
+
+    def __init__(self, mesh: Mesh, values: dict[ir.Value, Axes]) -> None:
+        self.mesh = mesh
+        self._values = values
+
+    def __call__(self, value: ir.Value) -> Axes:
+        return self._values.get(value, UNIFORM)
+
+    def in_mesh_order(self, axes: Axes) -> tuple[str, ...]:
+        return tuple(name for name in self.mesh.axis_names if name in axes)
+
+
+def varying_axes(module: ir.Module) -> Variance:
+    """The variance of every value of a flattened module (see the module docstring)."""
+    analysis = _Analysis(module)
+    analysis.run()
+    return Variance(analysis.mesh, analysis.values)
+
+
+def predicate_of(op: ir.Operation) -> ir.Value:
+    """The value a branch (`case`'s index, `if`'s predicate) or a `while` (what its
+    condition returns) decides by."""
+    if op.name == "stablehlo.while":
+        return ir.terminator(op.regions[0].blocks[0]).operands[0]
+    return op.operands[0]
+
+
+class _Analysis:
+    """One fixed point over the module's functions: a function's argument sets grow
+    with its call sites and its result sets with its body, until neither changes."""
+
+    def __init__(self, module: ir.Module) -> None:
+        self.mesh = dialect.mesh_of(module)
+        self.every_axis: Axes = frozenset(self.mesh.axis_names)
+        self.functions = ir.functions(module)
+        self.values: dict[ir.Value, Axes] = {}
+        self.arguments = {name: self._entry_arguments(f) for name, f in self.functions.items()}
+        self.results: dict[str, list[Axes]] = {}
+        self.changed = False
+
+    def _entry_arguments(self, function: ir.Operation) -> list[Axes]:
+        types = ir.function_type(function).inputs
+        if ir.symbol_name(function) != "main":
+            return [UNIFORM] * len(types)
+        return [
+            frozenset(
+                axis
+                for dim in dialect.read_split(
+                    ir.get_arg_attr(function, "arg", index, dialect.SPLIT_ATTR), len(ir.shape_of(t))
+                )
+                for axis in dim
+            )
+            for index, t in enumerate(types)
+        ]
+
+    def run(self) -> None:
+        self.changed = True
+        while self.changed:
+            self.changed = False
+            for name, function in self.functions.items():
+                block = ir.function_entry_block(function)
+                returned = self._block(block, self.arguments[name])
+                if returned != self.results.get(name):
+                    self.results[name] = returned
+                    self.changed = True
+
+    def _block(self, block: ir.Block, arguments: Sequence[Axes]) -> list[Axes]:
+        """Give `block`'s values their sets, its arguments `arguments`; the sets of
+        what its terminator returns."""
+        for argument, axes in zip(block.arguments, arguments):
+            self.values[argument] = axes
+        for op in block.operations:
+            self._op(op.operation)
+        return [self._of(value) for value in ir.terminator(block).operands]
+
+    def _of(self, value: ir.Value) -> Axes:
+        return self.values.get(value, UNIFORM)
+
+    def _joined(self, values) -> Axes:
+        return frozenset().union(*(self._of(value) for value in values))
+
+    def _op(self, op: ir.Operation) -> None:
+        name = op.name
+        if name == "stablehlo.while":
+            results = self._while(op)
+        elif name in BRANCHES:
+            results = self._branches(op)
+        elif name == "func.call":
+            results = self._call(op)
+        else:
+            results = [self._one_result(op)] * len(op.results)
+        for value, axes in zip(op.results, results):
+            self.values[value] = axes
+
+    def _one_result(self, op: ir.Operation) -> Axes:
+        operands = self._joined(op.operands)
+        if op.name in _PER_DEVICE_OPS or dialect.is_host_callback(op):
+            return self.every_axis
+        if dialect.collective_of(op) is not None:
+            return self._collective(op, operands)
+        for region in op.regions:  # reduce, sort, scatter...: per element, from operands
+            for block in region.blocks:
+                returned = self._block(block, [operands] * len(block.arguments))
+                operands = operands.union(*returned)
+        return operands
+
+    def _collective(self, op: ir.Operation, operands: Axes) -> Axes:
+        view = dialect.read_collective(op)
+        axes = frozenset(view.axes)
+        if view.collective.agrees_over_group and view.params.index_groups is None:
+            return operands - axes
+        return operands | axes
+
+    def _branches(self, op: ir.Operation) -> list[Axes]:
+        predicate = self._of(op.operands[0])
+        results = [predicate] * len(op.results)
+        for region in op.regions:
+            returned = self._block(region.blocks[0], [])
+            results = [axes | more for axes, more in zip(results, returned)]
+        return results
+
+    def _while(self, op: ir.Operation) -> list[Axes]:
+        condition, body = (region.blocks[0] for region in op.regions)
+        carried = [self._of(value) for value in op.operands]
+        while True:
+            (predicate,) = self._block(condition, carried)
+            yielded = self._block(body, carried)
+            grown = [axes | more | predicate for axes, more in zip(carried, yielded)]
+            if grown == carried:
+                return carried
+            carried = grown
+
+    def _call(self, op: ir.Operation) -> list[Axes]:
+        callee = ir.callee_of(op)
+        if callee not in self.functions:
+            return [self.every_axis] * len(op.results)
+        known = self.arguments[callee]
+        joined = [axes | self._of(value) for axes, value in zip(known, op.operands)]
+        if joined != known:
+            self.arguments[callee] = joined
+            self.changed = True
+        return self.results.get(callee, [UNIFORM] * len(op.results))

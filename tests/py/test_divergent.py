@@ -1,0 +1,227 @@
+"""Control flow whose predicate differs between devices, around collectives: the values
+of nested `jax.vmap` (which runs every branch and selects, and loops until every
+position is done), never a hang (passes/predicate_divergent.py).
+
+Each program is written once against a mapper and run through `pmapc.pmap` (on the
+8 devices, folded onto 1 and 2, under `jit` and `grad`) and nested `jax.vmap`.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from oracle import assert_tree_equal, vmap_mapper
+
+import pmapc
+
+DATA, MODEL = 2, 4
+X = np.arange(DATA * MODEL * 3, dtype=np.float32).reshape(DATA, MODEL, 3)
+
+# Where the predicate comes from: an inner axis, the outer axis, or both.
+PREDICATES = {
+    "model": lambda v: jax.lax.axis_index("model") % 2 == 0,
+    "data": lambda v: jax.lax.axis_index("data") == 0,
+    "both": lambda v: v.sum() > 10,
+}
+
+# A collective over each axis set, keeping the block's shape (3,).
+COLLECTIVES = {
+    "psum": lambda v, axes: jax.lax.psum(v, axes),
+    "pmax": lambda v, axes: jax.lax.pmax(v, axes),
+    "pmin": lambda v, axes: jax.lax.pmin(v, axes),
+    "all_gather": lambda v, axes: jax.lax.all_gather(v, axes).sum(0),
+    "psum_scatter": lambda v, axes: jax.lax.psum_scatter(
+        jnp.tile(v, _size(axes)), axes, tiled=True
+    ),
+    "all_to_all": lambda v, axes: jax.lax.all_to_all(
+        jnp.tile(v[None], (_size(axes), 1)), axes, 0, 0, tiled=True
+    ).sum(0),
+    "ppermute": lambda v, axes: jax.lax.ppermute(v, axes, _ring(_size(axes))),
+}
+
+
+def _size(axes) -> int:
+    sizes = {"data": DATA, "model": MODEL}
+    return int(np.prod([sizes[a] for a in ((axes,) if isinstance(axes, str) else axes)]))
+
+
+def _ring(n: int) -> list[tuple[int, int]]:
+    return [(i, (i + 1) % n) for i in range(n)]
+
+
+def nested(mapper, inner):
+    return mapper(lambda x: mapper(inner, "model")(x), "data")
+
+
+def check(inner, x=X, rtol=1e-6):
+    got = nested(pmapc.pmap, inner)(x)
+    want = nested(vmap_mapper, inner)(x)
+    assert_tree_equal(got, want, rtol=rtol)
+
+
+def cond_program(predicate, collective, axes):
+    def inner(v):
+        return jax.lax.cond(
+            predicate(v), lambda u: collective(u, axes), lambda u: collective(u * 2, axes) - 1, v
+        )
+
+    return inner
+
+
+@pytest.mark.parametrize("kind", sorted(COLLECTIVES))
+@pytest.mark.parametrize("where", sorted(PREDICATES))
+def test_cond_around_each_collective(where, kind):
+    axes = ("data", "model") if kind in ("psum", "pmax") else "model"
+    check(cond_program(PREDICATES[where], COLLECTIVES[kind], axes))
+
+
+@pytest.mark.parametrize("axes", ["model", "data", ("data", "model")])
+def test_cond_over_each_axis(axes):
+    check(cond_program(PREDICATES["both"], COLLECTIVES["psum"], axes))
+
+
+@pytest.mark.parametrize("where", sorted(PREDICATES))
+def test_switch(where):
+    def inner(v):
+        index = jnp.where(PREDICATES[where](v), jax.lax.axis_index("model"), 7)
+        branches = [
+            lambda u: jax.lax.psum(u, "model"),
+            lambda u: jax.lax.pmax(u, "model") * 2,
+            lambda u: jax.lax.all_gather(u, "model")[1],
+            lambda u: jax.lax.ppermute(u, "model", _ring(MODEL)) - 3,
+        ]
+        return jax.lax.switch(index, branches, v)
+
+    check(inner)
+
+
+def counted_loop(bound, collective, axes):
+    """A while_loop whose trip count is `bound(v)`, with `collective` in its body."""
+
+    def inner(v):
+        def body(carry):
+            i, u = carry
+            return i + 1, collective(u, axes) / 8 + u
+
+        return jax.lax.while_loop(lambda c: c[0] < bound(v), body, (0, v))[1]
+
+    return inner
+
+
+BOUNDS = {
+    "model": lambda v: jax.lax.axis_index("model") + 1,
+    "data": lambda v: 2 * jax.lax.axis_index("data") + 1,
+    "both": lambda v: (v.sum() % 3).astype(jnp.int32) + 1,
+}
+
+
+@pytest.mark.parametrize("kind", sorted(COLLECTIVES))
+@pytest.mark.parametrize("where", sorted(BOUNDS))
+def test_while_around_each_collective(where, kind):
+    axes = ("data", "model") if kind in ("psum", "pmax") else "model"
+    check(counted_loop(BOUNDS[where], COLLECTIVES[kind], axes), rtol=1e-5)
+
+
+def test_fori_loop_with_a_varying_bound():
+    def inner(v):
+        upper = jax.lax.axis_index("model") + jax.lax.axis_index("data")
+        return jax.lax.fori_loop(
+            0, upper, lambda i, u: jax.lax.all_gather(u, "model").mean(0) + i, v
+        )
+
+    check(inner, rtol=1e-5)
+
+
+def test_outer_cond_around_an_inner_map():
+    def program(mapper):
+        def outer(x):
+            def taken(u):
+                return mapper(lambda w: jax.lax.psum(w, ("data", "model")), "model")(u)
+
+            def other(u):
+                return mapper(lambda w: jax.lax.pmax(w, "model"), "model")(u) * 3
+
+            return jax.lax.cond(jax.lax.axis_index("data") == 0, taken, other, x)
+
+        return mapper(outer, "data")
+
+    assert_tree_equal(program(pmapc.pmap)(X), program(vmap_mapper)(X))
+
+
+def test_nested_divergence():
+    """A divergent while inside a divergent cond, with a collective in each."""
+
+    def inner(v):
+        def loop(u):
+            bound = jax.lax.axis_index("model") + 1
+            return jax.lax.fori_loop(0, bound, lambda i, w: jax.lax.psum(w, "model") / 4, u)
+
+        return jax.lax.cond(v.sum() > 30, loop, lambda u: jax.lax.pmin(u, "model"), v)
+
+    check(inner, rtol=1e-5)
+
+
+def test_uniform_predicate_keeps_its_branch():
+    """A predicate the same on every device of the collective's group is left alone."""
+
+    def inner(v):
+        same = jax.lax.psum(v.sum(), "model") > 50
+        return jax.lax.cond(same, lambda u: jax.lax.psum(u, "model"), lambda u: -u, v)
+
+    check(inner)
+    compiled = nested(pmapc.pmap, inner).lower(X).compile()
+    assert compiled.plan().predicated == ()
+
+
+@pytest.mark.parametrize("count", [1, 2])
+def test_folded(count):
+    inner = cond_program(PREDICATES["both"], COLLECTIVES["psum"], "model")
+    loop = counted_loop(BOUNDS["model"], COLLECTIVES["all_gather"], "model")
+    for program in (inner, loop):
+        want = nested(vmap_mapper, program)(X)
+        with pmapc.fold_onto(jax.devices()[:count]):
+            got = nested(pmapc.pmap, program)(X)
+        assert_tree_equal(got, want, rtol=1e-5)
+
+
+def test_under_jit():
+    inner = cond_program(PREDICATES["both"], COLLECTIVES["psum"], "model")
+    loop = counted_loop(BOUNDS["both"], COLLECTIVES["psum"], "model")
+    for program in (inner, loop):
+        got = jax.jit(lambda x, p=program: nested(pmapc.pmap, p)(x) * 2)(X)
+        want = nested(vmap_mapper, program)(X) * 2
+        assert_tree_equal(got, want, rtol=1e-5)
+
+
+def test_cond_inside_a_loop_body():
+    def inner(v):
+        def step(i, u):
+            return jax.lax.cond(u.sum() > 20, lambda w: jax.lax.psum(w, "model") / 4, jnp.sin, u)
+
+        return jax.lax.fori_loop(0, 3, step, v)
+
+    check(inner, rtol=1e-5)
+
+
+def test_the_plan_lists_each_conversion():
+    inner = cond_program(PREDICATES["model"], COLLECTIVES["psum"], "model")
+    plan = nested(pmapc.pmap, inner).lower(X).compile().plan()
+    (record,) = plan.predicated
+    assert (record.kind, record.axes) == ("cond", ("model",))
+    assert record.location is not None and record.location.file == __file__
+    assert "every branch runs" in plan.table()
+
+
+def test_a_host_callback_in_a_divergent_branch_is_refused():
+    def inner(v):
+        def taken(u):
+            jax.debug.print("taken {}", u)
+            return jax.lax.psum(u, "model")
+
+        return jax.lax.cond(v.sum() > 10, taken, lambda u: u, v)
+
+    with pytest.raises(pmapc.UnsupportedError, match=r"host callback.*'model'") as caught:
+        nested(pmapc.pmap, inner)(X)
+    assert caught.value.location is not None and caught.value.location.file == __file__
