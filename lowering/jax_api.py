@@ -256,6 +256,12 @@ def map_effects(jaxpr, axis_name) -> set:
     return set(_core.filter_named_axis_effects(jaxpr.effects, (axis_name,)))
 
 
+def side_effects(jaxpr) -> list:
+    """The effects of `jaxpr` but those that only say it uses named axes (a host
+    callback's, an ordered print's)."""
+    return [e for e in jaxpr.effects if not isinstance(e, _core.NamedAxisEffect)]
+
+
 def ordered_effects(jaxpr) -> list:
     """The effects of `jaxpr` that must happen in program order (e.g. those of
     `io_callback(ordered=True)`, `jax.debug.print(ordered=True)`)."""
@@ -708,6 +714,22 @@ def register_map_rules(
     _pe_public.custom_partial_eval_rules[primitive] = partial_eval
     _pe_public.partial_eval_jaxpr_custom_rules[primitive] = partial_eval_staged
     _batching_public.fancy_primitive_batchers[primitive] = batch
+
+
+def register_identity_rules(primitive) -> None:
+    """Make `primitive` (multiple results, each its operand's value) an identity to
+    JAX's transformations: its tangents and batched dimensions pass through, and a
+    lowering outside pmapc IR returns its operands."""
+
+    def jvp(primals, tangents, **params):
+        return primitive.bind(*primals, **params), list(tangents)
+
+    def batch(args, dims, **params):
+        return primitive.bind(*args, **params), list(dims)
+
+    _ad_public.primitive_jvps[primitive] = jvp
+    _batching_public.primitive_batchers[primitive] = batch
+    _mlir_public.register_lowering(primitive, lambda ctx, *operands, **params: operands)
 
 
 def register_checkify_rule(primitive, rule) -> None:

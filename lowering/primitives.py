@@ -94,6 +94,22 @@ map_p.def_impl(jax_api.compiled_impl(map_p))
 jax_api.register_lowering(map_p, _map_lowering)
 
 
+# A note that the values it passes through come from control flow the tracer ran on
+# every device (lowering/divergence.py): an identity, which pmapc IR keeps as
+# `@pmapc_predicated` for predicate-divergent to record (for the plan) and drop.
+predicated_p = jax_api.Primitive("pmapc_predicated")
+predicated_p.multiple_results = True
+predicated_p.def_abstract_eval(lambda *avals, kind, axes: list(avals))
+jax_api.register_identity_rules(predicated_p)
+
+
+def _predicated_to_pmapc_ir(ctx, *operands, kind, axes):
+    b = unobserved(ir.current_insertion_point(), ir.current_location())
+    labels = tuple(dialect.axis_label(axis) for axis in axes)
+    result_types = [jax_api.ir_type_of(ctx, aval) for aval in ctx.avals_out]
+    return dialect.create_predicated_note(b, _flatten(operands), result_types, kind, labels).results
+
+
 # ----------------------------------------------------------------------------
 # pmapc IR: maps -> @pmapc.map, JAX collectives -> @pmapc.<kind>
 
@@ -222,7 +238,10 @@ def pmapc_ir_rules() -> tuple[tuple[jax_api.Primitive, Callable[..., Any]], ...]
     the synchronous op), `pbroadcast` a psum of a select; primitives that only mark
     how values vary or are laid out are identities.
     """
-    rules: dict[jax_api.Primitive, Callable[..., Any]] = {map_p: _map_to_pmapc_ir}
+    rules: dict[jax_api.Primitive, Callable[..., Any]] = {
+        map_p: _map_to_pmapc_ir,
+        predicated_p: _predicated_to_pmapc_ir,
+    }
     for collective in collectives.ALL:
         rules[jax_api.collective_primitive(collective)] = _collective_rule(collective)
     for invariant, collective in jax_api.invariant_collectives().items():

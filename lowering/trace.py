@@ -30,7 +30,7 @@ from pmapc.errors import (
     UnsupportedError,
     did_you_mean,
 )
-from pmapc.lowering import fold, jax_api, jax_messages, placement, primitives
+from pmapc.lowering import divergence, fold, jax_api, jax_messages, placement, primitives
 
 
 class _Active(threading.local):
@@ -410,6 +410,8 @@ def bind(spec: MapSpec, call: MappedCall, *, devices=None, backend=None, outermo
     devices are `devices`, or the first ones of `backend`).
     """
     closed, out_tree, out_axes = trace_body(spec, call)
+    if outermost:  # the whole nest is traced: what differs between devices is known
+        closed = divergence.converted(closed, call.leaf_axes, spec.axis_name, call.axis_size)
     jaxpr, constants = jax_api.closure_to_arguments(closed)
     in_axes = [None] * len(constants) + call.leaf_axes
     operands = [*constants, *call.leaves]

@@ -59,9 +59,9 @@ class PredicateDivergentPass:
 
     def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
         functions = ir.functions(module)
+        changed = _record_notes(module, rewriter)
         if not _talking_control_flow(module, functions):
-            return False  # no collective under control flow: nothing can diverge
-        changed = False
+            return changed  # no collective under control flow: nothing can diverge
         while True:
             variance = varying_axes(module)
             found = _first_divergent(_talking_control_flow(module, functions), variance)
@@ -77,6 +77,16 @@ class PredicateDivergentPass:
             else:
                 _predicate_branches(op, rewriter)
             changed = True
+
+
+def _record_notes(module: ir.Module, rewriter: Rewriter) -> bool:
+    """Record the control flow the tracer ran on every device, from its notes
+    (`@pmapc_predicated`, lowering/divergence.py), and drop them."""
+    notes = [op for op in ir.walk_custom_calls(module.operation) if dialect.is_predicated_note(op)]
+    for note in notes:
+        dialect.add_predicated(module, dialect.read_predicated_note(note))
+        rewriter.replace(note, list(note.operands))
+    return bool(notes)
 
 
 def _talking_control_flow(module: ir.Module, functions) -> list[tuple[ir.Operation, Axes]]:

@@ -32,6 +32,9 @@ MAP_TARGET = "pmapc.map"
 MESH_ATTR = "pmapc.mesh"
 SPLIT_ATTR = "pmapc.split"
 PREDICATED_ATTR = "pmapc.predicated"
+# The tracer's note of control flow it ran on every device (an identity of its
+# operands; not a `pmapc.*` op: no pass but predicate-divergent reads it).
+PREDICATED_NOTE = "pmapc_predicated"
 TYPED_FFI_API_VERSION = 4
 
 
@@ -642,3 +645,41 @@ def predicated_of(module: ir.Module) -> tuple[Predicated, ...]:
         axes = _read_string_list(entry["axes"]) if "axes" in entry else None
         records.append(Predicated(kind or "?", axes or (), location))
     return tuple(records)
+
+
+def is_predicated_note(op: ir.Operation) -> bool:
+    return target_of(op) == PREDICATED_NOTE
+
+
+def create_predicated_note(
+    b: Builder,
+    operands: Sequence[ir.Value],
+    result_types: Sequence[ir.Type],
+    kind: str,
+    axes: Sequence[str],
+) -> ir.Operation:
+    """`@pmapc_predicated(operands)`: its operands, from a `kind` the tracer ran on
+    every device, its predicate differing over `axes`."""
+    config = {
+        "kind": ir.string_attr(kind),
+        "axes": ir.array_attr([ir.string_attr(a) for a in axes]),
+    }
+    attributes = {
+        "call_target_name": ir.string_attr(PREDICATED_NOTE),
+        "backend_config": ir.dict_attr(config),
+        "api_version": ir.i32_attr(TYPED_FFI_API_VERSION),
+    }
+    return b.create(CUSTOM_CALL, operands, result_types, attributes)
+
+
+def read_predicated_note(op: ir.Operation) -> Predicated:
+    config = _backend_config(op)
+    kind = ir.as_string(config["kind"]) if "kind" in config else None
+    axes = _read_string_list(config["axes"]) if "axes" in config else None
+    if kind not in ("cond", "while") or axes is None:
+        raise error_at(
+            op,
+            f"'{PREDICATED_NOTE}' needs 'kind' (\"cond\" or \"while\") and 'axes' (axis "
+            "names) in its backend_config",
+        )
+    return Predicated(kind, axes, ir.source_loc(op.location))

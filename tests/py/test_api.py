@@ -31,6 +31,7 @@ def test_lower_exposes_every_stage():
         "pmapc",
         "verify-axes",
         "flatten-maps",
+        "predicate-divergent",
         "fold-gather-slice",
         "sink-slices",
         "sink-gathers",
