@@ -39,7 +39,6 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from pmapc import collectives
 from pmapc.collectives import Collective
 from pmapc.errors import SourceLoc, UnsupportedError
 from pmapc.lowering import jax_api, primitives
@@ -68,16 +67,6 @@ def converted(closed: jax_api.ClosedJaxpr, leaf_axes: Sequence, axis_name, axis_
 
 
 @functools.cache
-def collective_records() -> dict[jax_api.Primitive, Collective]:
-    """JAX's primitive -> pmapc's collective record, for every primitive that runs one
-    (the `*_invariant` forms and asynchronous starts too)."""
-    records = {jax_api.collective_primitive(c): c for c in collectives.ALL}
-    records.update(jax_api.invariant_collectives())
-    starts, _ = jax_api.async_collectives()
-    records.update((start, records[sync]) for start, sync in starts.items() if sync in records)
-    return records
-
-
 def _named_axis_primitives() -> frozenset:
     return frozenset(jax_api.named_axis_primitives())
 
@@ -106,7 +95,7 @@ class _Variance:
         joined = UNIFORM.union(*ins)
         count = len(eqn.outvars)
         primitive = eqn.primitive
-        record = collective_records().get(primitive)
+        record = primitives.collective_records().get(primitive)
         if primitive is primitives.map_p:
             return self.map(eqn, ins, bound)
         if record is not None:
@@ -181,7 +170,9 @@ class _Variance:
         diverging = predicate & _meeting_axes(jaxprs, bound)
         if diverging:
             known = self.divergent.get(id(eqn), (eqn, ()))[1]
-            self.divergent[id(eqn)] = (eqn, tuple(a for a in bound if a in diverging or a in known))
+            # each name once: a shadowed name means its innermost axis, as collectives read it
+            ordered = dict.fromkeys(a for a in bound if a in diverging or a in known)
+            self.divergent[id(eqn)] = (eqn, tuple(ordered))
 
 
 _CONTROL_FLOW = {"cond": _Variance.cond, "while": _Variance.while_loop, "scan": _Variance.scan}
@@ -193,7 +184,7 @@ def _meeting_axes(jaxprs: list, bound: tuple) -> frozenset:
     axes: set[Hashable] = set()
     for jaxpr in jaxprs:
         for eqn in jaxpr.eqns:
-            record = collective_records().get(eqn.primitive)
+            record = primitives.collective_records().get(eqn.primitive)
             if record is not None and record.communicates:
                 named = jax_api.named_axes(eqn.params)
                 axes.update(bound if record.spans_mesh else named)

@@ -242,21 +242,31 @@ def pmapc_ir_rules() -> tuple[tuple[jax_api.Primitive, Callable[..., Any]], ...]
         map_p: _map_to_pmapc_ir,
         predicated_p: _predicated_to_pmapc_ir,
     }
-    for collective in collectives.ALL:
-        rules[jax_api.collective_primitive(collective)] = _collective_rule(collective)
-    for invariant, collective in jax_api.invariant_collectives().items():
-        rules[invariant] = rules[jax_api.collective_primitive(collective)]
+    collective_rules = {c: _collective_rule(c) for c in collectives.ALL}
+    starts, dones = jax_api.async_collectives()
+    for primitive, collective in collective_records().items():
+        rule = collective_rules[collective]
+        rules[primitive] = _start_rule(rule) if primitive in starts else rule
     rules[jax_api.PBROADCAST] = jax_api.lower_fun(_pbroadcast, multiple_results=False)
     if jax_api.PBROADCAST_DYNAMIC is not None:
         rules[jax_api.PBROADCAST_DYNAMIC] = jax_api.lower_fun(
             _pbroadcast_dynamic, multiple_results=False
         )
-    starts, dones = jax_api.async_collectives()
-    rules.update(
-        (start, _start_rule(rules[sync])) for start, sync in starts.items() if sync in rules
-    )
     rules.update((p, _identity_rule) for p in (*dones, *jax_api.IDENTITY_PRIMITIVES))
     return tuple(rules.items())
+
+
+@functools.cache
+def collective_records() -> dict[jax_api.Primitive, Collective]:
+    """JAX's primitive -> pmapc's collective record, for every primitive that runs one:
+    each kind's own, its `*_invariant` form, its asynchronous start. The one table
+    the tracer's lowering rules, the fold (lowering/fold_rules.py) and the analysis
+    of divergent control flow (lowering/divergence.py) read."""
+    records = {jax_api.collective_primitive(c): c for c in collectives.ALL}
+    records.update(jax_api.invariant_collectives())
+    starts, _ = jax_api.async_collectives()
+    records.update((start, records[sync]) for start, sync in starts.items() if sync in records)
+    return records
 
 
 @functools.cache

@@ -15,9 +15,11 @@ between devices:
                              ->  while(c) cond {pmax(p(c)) over the axes}
                                  do {select(p(c), f(c), c)}
 
-A branch or loop is converted when its predicate varies over an axis that a
-collective in it (directly, in a nested region or in a function it calls)
-exchanges data over. The loop's condition becomes "any device of the group
+A branch or loop is converted when its predicate varies over an axis along
+which the devices of a collective in it (directly, in a nested region or in a
+function it calls) must meet: the collective's axes, or every axis for one XLA
+runs over the whole mesh at once (`Collective.spans_mesh`: a collective_permute
+has no replica groups). The loop's condition becomes "any device of the group
 continues" (a `pmax` of the predicate over those axes), so the trip count is
 uniform along them; each device keeps its carries once its own condition
 fails. Everything else keeps its control flow: uniform predicates, and
@@ -28,6 +30,11 @@ with a side effect in one would run on devices that did not take it: such a
 program is refused at the op (`jax.vmap` refuses the same, an IO effect in a
 batched `cond`). Each conversion is recorded in `pmapc.predicated` on the
 module, with its source line and axes, for the plan.
+
+A traced program reaches this pass already converted: the tracer converts before
+JAX differentiates (lowering/divergence.py says why), and notes each conversion
+with an `@pmapc_predicated` op, an identity of the converted values, which this
+pass records and drops.
 """
 
 from __future__ import annotations

@@ -10,7 +10,10 @@ Everything else reads these records: the IR schema (`pmapc/dialect.py`), the
 tracer (`lowering/primitives.py`; `lowering/jax_api.py` looks up the JAX
 primitive a record names), verify-axes, combine-all-reduces and sink-gathers.
 How lower-collectives rewrites each kind is its table `RULES`, keyed by these
-records. Adding a kind is one record here, one rule there, and their tests.
+records. Adding a kind is one record here (with what it does to the variance of
+values: `agrees_over_group`, `communicates`, `spans_mesh`, read by
+lowering/divergence.py and passes/variance.py), one rule there, a fold rule
+(lowering/fold.py), and their tests.
 
 Each kind's parameters are a frozen dataclass (`AllToAllParams` and so on) that
 rules read by attribute (`params.split_axis`); the kinds JAX lets split their

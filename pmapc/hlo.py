@@ -216,7 +216,10 @@ def read_groups(
     """The replica groups `attr` holds, as a (groups, group size) matrix of device
     ids, and the mesh axes it names (None for dense groups); GroupsError if it names
     a mesh that is not in `meshes` (`meshes_of`) or an axis its mesh lacks."""
-    named = ir.as_mesh_axis_groups(attr)
+    try:
+        named = ir.as_mesh_axis_groups(attr)
+    except ir.MalformedAttribute as error:
+        raise GroupsError(str(error)) from None
     if named is None:
         return ir.dense_int_matrix(attr), None
     if isinstance(named.mesh, str):

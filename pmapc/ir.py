@@ -983,13 +983,23 @@ class MeshAxisGroups(NamedTuple):
     axes: tuple[str, ...]
 
 
+class MalformedAttribute(ValueError):
+    """An attribute that parses but does not hold what its kind must (a mutated module)."""
+
+
 def as_mesh_axis_groups(attr: ir.Attribute) -> MeshAxisGroups | None:
     """The mesh and axes of `#stablehlo.replica_group_mesh_axes<...>`; None for any
     other attribute (dense groups) and for groups over parts of axes (sub-axes)."""
     if not MESH_AXIS_GROUPS or not _stablehlo.ReplicaGroupMeshAxesAttr.isinstance(attr):
         return None
     groups = _stablehlo.ReplicaGroupMeshAxesAttr(attr)
-    refs = [_stablehlo.AxisRefAttr(ref) for ref in ir.ArrayAttr(groups.axes)]
+    entries = list(ir.ArrayAttr(groups.axes))
+    if not all(_stablehlo.AxisRefAttr.isinstance(entry) for entry in entries):
+        raise MalformedAttribute(
+            f"replica groups' axes must be axis references (#stablehlo.axis_ref<...>), "
+            f"got {groups.axes}"
+        )
+    refs = [_stablehlo.AxisRefAttr(entry) for entry in entries]
     if any(ref.sub_axis_info is not None for ref in refs):
         return None
     mesh: str | tuple[tuple[str, int], ...]

@@ -44,6 +44,7 @@ MAX_BLOCK = 64  # elements per device, at every step
 AXIS_NAMES = ("i", "j", "k", "data", "model", "x")  # drawn with repeats: shadowing happens
 REDUCTIONS = ("psum", "pmean", "pmax", "pmin")
 NOT_ON_VMAP_TUPLES = ("all_gather", "psum_scatter", "ppermute")  # vmap raises on 2+ axes
+CONTROL_FLOW = ("cond", "while")
 COMBINE = {"add": operator.add, "multiply": operator.mul}
 
 
@@ -69,13 +70,17 @@ class Op:
     """One step of a body: a collective over `axes`, or `stack` (local)."""
 
     kind: str  # a REDUCTIONS kind, all_gather, psum_scatter, all_to_all, ppermute,
-    # axis_index (its value is added), or stack (`count` copies v + c along `dimension`)
+    # axis_index (its value is added), stack (`count` copies v + c along `dimension`),
+    # or control flow around `then`, a reduction, taken by each device on its own
+    # value: cond (`then` where the value sums above 0, else twice the value) or
+    # while (`then` |sum| mod 3 times): devices of one group go different ways
     axes: str | tuple[str, ...] = ()  # as the user writes it: a name or a tuple of names
     dimension: int = 0  # all_gather axis, scatter_dimension, split_axis, stack axis
     concat: int = 0  # all_to_all concat_axis
     tiled: bool = False
     perm: tuple[tuple[int, int], ...] = ()
     count: int = 0
+    then: Op | None = None  # the reduction a cond or while runs
 
     def __repr__(self) -> str:  # the fields that differ from their defaults
         fields = [
@@ -171,6 +176,8 @@ def varying_after(op: Op, varying: frozenset[int], scope) -> frozenset[int]:
     full_permutation = op.kind == "ppermute" and len(op.perm) == group_size(scope, op.axes)
     if op.kind == "stack" or full_permutation:  # a replicated value stays replicated
         return varying
+    if op.then is not None:  # the predicate varies as the value does
+        return varying | varying_after(op.then, varying, scope)
     named = frozenset(resolve(scope, op.axes))
     if op.kind in (*REDUCTIONS, "all_gather"):
         return varying - named
@@ -258,6 +265,12 @@ def jax_op(op: Op, value):
             return value + lax.axis_index(op.axes).astype(value.dtype)
         case "stack":
             return jnp.stack([value + copy for copy in range(op.count)], axis=op.dimension)
+        case "cond":
+            then = op.then
+            return lax.cond(value.sum() > 0, lambda v: jax_op(then, v), lambda v: v * 2, value)
+        case "while":
+            then, trips = op.then, (jnp.abs(value.sum()) % 3).astype(jnp.int32)
+            return lax.fori_loop(0, trips, lambda _, v: jax_op(then, v), value)
     raise ValueError(f"unknown op kind '{op.kind}'")
 
 
@@ -315,13 +328,13 @@ TRANSFORMATIONS = ("grad", "vjp", "jvp", "linearize", "vmap", "jit", "remat")
 def differentiable(program: Program) -> Program:
     """`program` with float32 arguments, and psum and pmean for pmax and pmin."""
     replacements = {"pmax": "psum", "pmin": "pmean"}
+
+    def replaced(op: Op) -> Op:
+        then = replaced(op.then) if op.then is not None else None
+        return dataclasses.replace(op, kind=replacements.get(op.kind, op.kind), then=then)
+
     levels = tuple(
-        dataclasses.replace(
-            level,
-            ops=tuple(
-                dataclasses.replace(op, kind=replacements.get(op.kind, op.kind)) for op in level.ops
-            ),
-        )
+        dataclasses.replace(level, ops=tuple(replaced(op) for op in level.ops))
         for level in program.levels
     )
     args = tuple(dataclasses.replace(arg, dtype="float32") for arg in program.args)
@@ -411,6 +424,8 @@ def stack_results(value: np.ndarray, depth: int, out_axis: int | None) -> np.nda
 
 def numpy_op(op: Op, scope, value: np.ndarray) -> np.ndarray:
     """`op` on every block; mesh axes are named by level number (shadowed names resolved)."""
+    if op.then is not None:
+        return _numpy_control_flow(op, scope, value)
     mesh = [(str(depth), level.size) for depth, level in enumerate(scope)]
     axes = [str(depth) for depth in resolve(scope, op.axes)] if op.kind != "stack" else []
     match op.kind:
@@ -434,6 +449,21 @@ def numpy_op(op: Op, scope, value: np.ndarray) -> np.ndarray:
             copies = [value + copy for copy in range(op.count)]
             return np.stack(copies, axis=len(scope) + op.dimension)
     raise ValueError(f"unknown op kind '{op.kind}'")
+
+
+def _numpy_control_flow(op: Op, scope, value: np.ndarray) -> np.ndarray:
+    """A cond or while as nested vmap runs it: every device runs `then` on its value
+    (its collective sees every device's), and keeps the result only where its own
+    predicate holds; a loop runs until every device is done."""
+    assert op.then is not None
+    sums = value.reshape((*value.shape[: len(scope)], -1)).sum(-1)
+    where = (...,) + (None,) * (value.ndim - len(scope))
+    if op.kind == "cond":
+        return np.where((sums > 0)[where], numpy_op(op.then, scope, value), value * 2)
+    trips = np.abs(sums).astype(np.int64) % 3
+    for trip in range(int(trips.max(initial=0))):
+        value = np.where((trip < trips)[where], numpy_op(op.then, scope, value), value)
+    return value
 
 
 REDUCERS = {
@@ -493,8 +523,17 @@ def transformable_programs(draw, transformation: str) -> Program:
     `transformation` is vmap: one that `transformation` can be checked on against it."""
     program = differentiable(draw(programs()))
     assume(vmap_can_run(program))
+    # reverse mode cannot run a loop whose trip count is traced (JAX refuses it)
+    assume(transformation not in REVERSE_MODE or not has_loops(program))
     assume(transformation != "vmap" or jax_can_batch(program))
     return program
+
+
+REVERSE_MODE = ("grad", "vjp", "remat")
+
+
+def has_loops(program: Program) -> bool:
+    return any(op.kind == "while" for level in program.levels for op in level.ops)
 
 
 def split_budget(examples: int, parts: int) -> int:
@@ -574,6 +613,8 @@ def collectives(draw, scope, shape, dtype) -> list[Op]:
     axes = draw(axis_names(scope))
     n = group_size(scope, axes)
     kind = draw(st.sampled_from(feasible_kinds(shape, dtype, n)))
+    if kind in REDUCTIONS and draw(st.integers(0, 3)) == 0:  # around control flow
+        return [Op(draw(st.sampled_from(CONTROL_FLOW)), axes, then=Op(kind, axes))]
     if kind in (*REDUCTIONS, "axis_index"):
         return [Op(kind, axes)]
     if kind == "ppermute":

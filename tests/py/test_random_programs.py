@@ -6,7 +6,10 @@ or int32 arguments with `in_axes` 0, 1 or None at every level (`axis_size=` wher
 mapped), `out_axes` at every level (None where the result is replicated), and 1-4 ops in
 the innermost body and 0-2 in each outer one: psum, pmean, pmax, pmin, all_gather,
 psum_scatter, all_to_all (tiled or not), ppermute (whole or partial permutations) and
-axis_index, each over a random non-empty subset of the bound axes in random order.
+axis_index, each over a random non-empty subset of the bound axes in random order; a
+reduction may sit inside a `cond` or a `fori_loop` whose predicate or trip count each
+device computes from its own value, so that the devices of a group go different ways
+(run as nested vmap runs it: lowering/divergence.py).
 
 Each program runs on its own data three ways: with `pmapc.pmap`, in a child process (a
 crash or a hang then fails one program, which hypothesis shrinks); with a numpy

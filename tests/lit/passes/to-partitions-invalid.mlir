@@ -66,3 +66,19 @@ module @named_groups_over_an_unknown_axis attributes {pmapc.mesh = {axis_names =
     return %0 : tensor<3xf32>
   }
 }
+
+// -----
+
+// Mesh-axis replica groups whose axes are not axis references (a mutated module).
+module @malformed_mesh_axis_groups attributes {pmapc.mesh = {axis_names = ["i"], axis_sizes = array<i64: 2>}} {
+  sdy.mesh @mesh = <["i"=2]> {stablehlo.mesh = {axes = [{name = "i", size = 2 : i64}]}}
+  func.func public @main(%arg0: tensor<3xf32>) -> tensor<3xf32> {
+    // expected-error@+1 {{replica groups' axes must be axis references (#stablehlo.axis_ref<...>), got [[0]]}}
+    %0 = "stablehlo.all_reduce"(%arg0) <{channel_handle = #stablehlo.channel_handle<handle = 1, type = 1>, replica_groups = #stablehlo.replica_group_mesh_axes<mesh = @mesh, axes = [[0]]>, use_global_device_ids}> ({
+    ^bb0(%arg1: tensor<f32>, %arg2: tensor<f32>):
+      %1 = stablehlo.add %arg1, %arg2 : tensor<f32>
+      stablehlo.return %1 : tensor<f32>
+    }) : (tensor<3xf32>) -> tensor<3xf32>
+    return %0 : tensor<3xf32>
+  }
+}
