@@ -19,7 +19,7 @@ import jax
 from jax.sharding import AbstractMesh, AxisType, NamedSharding, PartitionSpec
 from jax.sharding import Mesh as JaxMesh
 
-from pmapc import dialect, layout
+from pmapc import dialect, folding, layout
 from pmapc.errors import AxisError
 from pmapc.layout import Chain
 from pmapc.lowering import fold, jax_api, mesh_devices, primitives
@@ -52,7 +52,7 @@ def place_nest(
     else:
         onto = jax_api.FOLD_ONTO.value
         if onto is not None and len(onto) < mesh.size:
-            count = fold.fold_count(sizes, mesh.size, len(onto))
+            count = folding.fold_count(sizes, mesh.size, len(onto))
             assert count is not None, "every nest folds onto one device"
             return _checked(fold.Fold(tuple(onto[:count]), mesh.size))
         if onto is not None:
@@ -85,7 +85,7 @@ def fold_from_list(mesh: Mesh, chains: list[list[int]], listed: list) -> fold.Fo
     if (
         mesh.size % count
         or listed != [device for device in distinct for _ in range(block)]
-        or not fold.foldable(chains, count)
+        or not folding.foldable(chains, count)
     ):
         runs = [len(list(group)) for _, group in itertools.groupby(listed)]
         raise fold.FoldError(
@@ -104,7 +104,7 @@ def fold_counts_text(chains: list[list[int]], positions: int) -> str:
     counts = [
         count
         for count in range(1, positions + 1)
-        if positions % count == 0 and fold.foldable(chains, count)
+        if positions % count == 0 and folding.foldable(chains, count)
     ]
     if len(counts) == 1:
         return str(counts[0])

@@ -129,36 +129,48 @@ def make_case(
 
 def reference_collective(case: Case, blocks: list[np.ndarray], index: int) -> np.ndarray:
     """The result on the device at position `index` of a group whose inputs are `blocks`."""
-    kind, params, n = case.kind, case.params, len(blocks)
-    dtype = ELEMENT_TYPES[case.dtype]
-    if kind == "psum":
-        return np.sum(blocks, axis=0, dtype=dtype)
-    if kind == "pmax":
-        return np.max(blocks, axis=0)
-    if kind == "pmin":
-        return np.min(blocks, axis=0)
-    if kind == "all_gather":
-        dim = params["all_gather_dimension"]
-        return np.concatenate(blocks, axis=dim) if params["tiled"] else np.stack(blocks, dim)
-    if kind == "psum_scatter":
-        total, dim = np.sum(blocks, axis=0, dtype=dtype), params["scatter_dimension"]
-        if params["tiled"]:
-            return np.split(total, n, axis=dim)[index]
-        return np.take(total, index, axis=dim)
-    if kind == "all_to_all":
-        split, concat = params["split_axis"], params["concat_axis"]
-        if params["tiled"]:
-            chunks = [np.split(block, n, axis=split)[index] for block in blocks]
-            return np.concatenate(chunks, axis=concat)
-        # Untiled: the split dimension is removed, a group dimension inserted at concat.
-        return np.stack([np.take(block, index, axis=split) for block in blocks], axis=concat)
-    if kind == "ppermute":
-        for source, target in params["perm"]:
-            if target == index:
-                return blocks[source]
-        return np.zeros_like(blocks[0])
-    assert kind == "axis_index", kind
-    return np.array(index, dtype=np.int32)
+    return _REFERENCES[case.kind](case.params, blocks, index, ELEMENT_TYPES[case.dtype])
+
+
+def _all_gather_reference(params, blocks, index, dtype):
+    dim = params["all_gather_dimension"]
+    return np.concatenate(blocks, axis=dim) if params["tiled"] else np.stack(blocks, dim)
+
+
+def _psum_scatter_reference(params, blocks, index, dtype):
+    total, dim = np.sum(blocks, axis=0, dtype=dtype), params["scatter_dimension"]
+    if params["tiled"]:
+        return np.split(total, len(blocks), axis=dim)[index]
+    return np.take(total, index, axis=dim)
+
+
+def _all_to_all_reference(params, blocks, index, dtype):
+    split, concat = params["split_axis"], params["concat_axis"]
+    if params["tiled"]:
+        chunks = [np.split(block, len(blocks), axis=split)[index] for block in blocks]
+        return np.concatenate(chunks, axis=concat)
+    # Untiled: the split dimension is removed, a group dimension inserted at concat.
+    return np.stack([np.take(block, index, axis=split) for block in blocks], axis=concat)
+
+
+def _ppermute_reference(params, blocks, index, dtype):
+    for source, target in params["perm"]:
+        if target == index:
+            return blocks[source]
+    return np.zeros_like(blocks[0])
+
+
+# kind -> (params, the group's blocks, a position's index, element dtype) -> its result
+_REFERENCES = {
+    "psum": lambda params, blocks, index, dtype: np.sum(blocks, axis=0, dtype=dtype),
+    "pmax": lambda params, blocks, index, dtype: np.max(blocks, axis=0),
+    "pmin": lambda params, blocks, index, dtype: np.min(blocks, axis=0),
+    "all_gather": _all_gather_reference,
+    "psum_scatter": _psum_scatter_reference,
+    "all_to_all": _all_to_all_reference,
+    "ppermute": _ppermute_reference,
+    "axis_index": lambda params, blocks, index, dtype: np.array(index, dtype=np.int32),
+}
 
 
 def group_of(case: Case, coords: tuple[int, ...]) -> tuple[list[tuple[int, ...]], int]:

@@ -42,6 +42,7 @@ from test_goldens import goldens, recorded_for  # noqa: F401 (a fixture)
 from test_random_programs import INTERESTING, REGRESSIONS, RTOL
 
 import pmapc
+from pmapc import folding
 
 COUNTS = (1, 2, 4)
 # Random programs, split evenly among the device counts (a search each).
@@ -303,19 +304,15 @@ def test_lower_shows_the_mesh_of_the_devices():
     ],
 )
 def test_which_device_counts_fold_a_nest(chains, count, expected):
-    from pmapc.lowering import fold
-
-    assert fold.foldable(chains, count) is expected
+    assert folding.foldable(chains, count) is expected
 
 
 def test_fold_onto_takes_the_most_devices_that_fold_the_nest():
-    from pmapc.lowering import fold
-
     # 3x4 onto at most 8: 6 devices (3 for 'data', 'model' in blocks of 2); 4x3: 6 would
     # split 'model' (3) over 6 / 4 devices, so 4 ('data' on devices, 'model' folded)
-    assert fold.fold_count([[3, 4]], 12, 8) == 6
-    assert fold.fold_count([[4, 3]], 12, 8) == 4
-    assert fold.fold_count([[2, 4]], 8, 3) == 2
+    assert folding.fold_count([[3, 4]], 12, 8) == 6
+    assert folding.fold_count([[4, 3]], 12, 8) == 4
+    assert folding.fold_count([[2, 4]], 8, 3) == 2
 
 
 def test_a_nest_folded_onto_the_most_devices_that_divide_it():
@@ -329,3 +326,14 @@ def test_a_nest_folded_onto_the_most_devices_that_divide_it():
         out = f(x)
     np.testing.assert_array_equal(np.asarray(out), x.sum() + np.arange(3)[None, :] + 0 * x)
     assert len(out.sharding.device_set) == 4
+
+
+def test_every_collective_has_a_fold_rule():
+    """The fold's table covers every collective kind, and reaches each through every
+    JAX primitive that runs one (its `*_invariant` form, its asynchronous start)."""
+    from pmapc.collectives import ALL
+    from pmapc.lowering import fold_rules, primitives
+
+    assert set(fold_rules.RULES) == set(ALL)
+    for primitive, collective in primitives.collective_records().items():
+        assert fold_rules.rule_for(primitive) is fold_rules.RULES[collective], primitive
