@@ -33,7 +33,7 @@ left to do.
 from __future__ import annotations
 
 import functools
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
@@ -56,7 +56,7 @@ def converted(closed: jax_api.ClosedJaxpr, leaf_axes: Sequence, axis_name, axis_
     control flow converted (see the module docstring); `closed` itself when it has
     none. `leaf_axes`: the mapped dimension of each argument, None if broadcast."""
     variance = _Variance()
-    arguments = [UNIFORM if axis is None else frozenset([axis_name]) for axis in leaf_axes]
+    arguments = [UNIFORM if axis is None else frozenset([0]) for axis in leaf_axes]
     variance.jaxpr(closed.jaxpr, arguments, (axis_name,))
     if not variance.divergent:
         return closed
@@ -72,8 +72,10 @@ def _named_axis_primitives() -> frozenset:
 
 
 class _Variance:
-    """Which axis names each value of a nest's jaxpr may vary over, and the control
-    flow whose predicate varies along an axis its collectives meet along."""
+    """Which axes each value of a nest's jaxpr may vary over, and the control flow
+    whose predicate varies along an axis its collectives meet along. An axis is
+    its map's depth in the nest (0 the outermost): a name an inner map binds again
+    is another axis."""
 
     def __init__(self) -> None:
         # id(eqn) -> (the eqn, the axes its predicate diverges over, outermost first)
@@ -81,7 +83,8 @@ class _Variance:
 
     def jaxpr(self, jaxpr, arguments: Sequence[frozenset], bound: tuple) -> list[frozenset]:
         """The variance of `jaxpr`'s outputs, its inputs' `arguments` (constants are
-        uniform) inside maps over `bound`; records what diverges."""
+        uniform) inside maps over `bound` (their names, outermost first); records
+        what diverges."""
         env = dict(zip(jaxpr.invars, arguments))
 
         def read(var) -> frozenset:
@@ -99,11 +102,11 @@ class _Variance:
         if primitive is primitives.map_p:
             return self.map(eqn, ins, bound)
         if record is not None:
-            return [self.collective(record, eqn.params, joined)] * count
+            return [self.collective(record, eqn.params, joined, bound)] * count
         if primitive in _named_axis_primitives():  # pbroadcast, pvary, a done: conservative
-            return [joined | frozenset(jax_api.named_axes(eqn.params))] * count
+            return [joined | _depths(bound, jax_api.named_axes(eqn.params))] * count
         if primitive.name in _PER_DEVICE:
-            return [joined | frozenset(bound)] * count
+            return [joined | frozenset(range(len(bound)))] * count
         control = _CONTROL_FLOW.get(primitive.name)
         if control is not None:
             return control(self, eqn, ins, bound)
@@ -113,20 +116,20 @@ class _Variance:
         return [joined] * count
 
     @staticmethod
-    def collective(record: Collective, params: dict, joined: frozenset) -> frozenset:
-        axes = frozenset(jax_api.named_axes(params))
+    def collective(record: Collective, params: dict, joined: frozenset, bound) -> frozenset:
+        axes = _depths(bound, jax_api.named_axes(params))
         if record.agrees_over_group and params.get("axis_index_groups") is None:
             return joined - axes
         return joined | axes
 
     def map(self, eqn, ins: list[frozenset], bound: tuple) -> list[frozenset]:
         params = eqn.params
-        name = params["axis_name"]
+        depth = len(bound)  # the inner map's axis
         inner = [
-            axes if axis is None else axes | {name} for axes, axis in zip(ins, params["in_axes"])
+            axes if axis is None else axes | {depth} for axes, axis in zip(ins, params["in_axes"])
         ]
-        outs = self.jaxpr(params["jaxpr"].jaxpr, inner, (*bound, name))
-        return [axes - {name} for axes in outs]
+        outs = self.jaxpr(params["jaxpr"].jaxpr, inner, (*bound, params["axis_name"]))
+        return [axes - {depth} for axes in outs]
 
     def cond(self, eqn, ins: list[frozenset], bound: tuple) -> list[frozenset]:
         predicate, operands = ins[0], ins[1:]
@@ -170,26 +173,38 @@ class _Variance:
         diverging = predicate & _meeting_axes(jaxprs, bound)
         if diverging:
             known = self.divergent.get(id(eqn), (eqn, ()))[1]
-            # each name once: a shadowed name means its innermost axis, as collectives read it
-            ordered = dict.fromkeys(a for a in bound if a in diverging or a in known)
-            self.divergent[id(eqn)] = (eqn, tuple(ordered))
+            # by name, each once (a collective names the innermost axis of a name)
+            names = dict.fromkeys([*known, *(bound[d] for d in sorted(diverging))])
+            self.divergent[id(eqn)] = (eqn, tuple(names))
 
 
 _CONTROL_FLOW = {"cond": _Variance.cond, "while": _Variance.while_loop, "scan": _Variance.scan}
 
 
+def _depths(bound: tuple, names) -> frozenset:
+    """The axes `names` name inside maps over `bound` (names, outermost first), by
+    depth: the innermost map of each name (names no map binds, a `jax.vmap`'s, left
+    out)."""
+    depths = set()
+    for name in names:
+        found = [d for d, bound_name in enumerate(bound) if bound_name == name]
+        if found:
+            depths.add(found[-1])
+    return frozenset(depths)
+
+
 def _meeting_axes(jaxprs: list, bound: tuple) -> frozenset:
-    """The axis names along which the devices of the collectives in `jaxprs` (in the
+    """The axes (depths in `bound`) along which the devices of the collectives in `jaxprs` (in the
     jaxprs they run too, inner maps' bodies included) must all reach them."""
-    axes: set[Hashable] = set()
+    axes: set[int] = set()
     for jaxpr in jaxprs:
         for eqn in jaxpr.eqns:
             record = primitives.collective_records().get(eqn.primitive)
             if record is not None and record.communicates:
                 named = jax_api.named_axes(eqn.params)
-                axes.update(bound if record.spans_mesh else named)
+                axes.update(range(len(bound)) if record.spans_mesh else _depths(bound, named))
             elif record is None and eqn.primitive in _named_axis_primitives():
-                axes.update(jax_api.named_axes(eqn.params))
+                axes.update(_depths(bound, jax_api.named_axes(eqn.params)))
             inner_bound = bound
             if eqn.primitive is primitives.map_p:
                 inner_bound = (*bound, eqn.params["axis_name"])

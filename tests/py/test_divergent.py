@@ -312,3 +312,27 @@ def test_hand_written_ir_is_converted_by_the_pass():
 
     (got,) = run_text(module, x)
     assert_tree_equal(got, nested(vmap_mapper, inner)(x))
+
+
+def test_a_name_bound_again_by_an_inner_map_is_another_axis():
+    """Outer and inner maps both named 'i': a value the inner map returns still
+    varies over the outer 'i', so the outer cond around a psum over it is converted
+    (found by the random transformations, under grad)."""
+
+    def program(mapper):
+        def inner(v):
+            return jax.lax.cond(v.sum() > 0, lambda u: jax.lax.psum(u, "i"), lambda u: u * 2, v)
+
+        def outer(x):
+            y = mapper(inner, "i")(x)
+            return jax.lax.cond(y.sum() > 0, lambda u: jax.lax.psum(u, "i"), lambda u: u * 2, y)
+
+        return mapper(outer, "i")
+
+    x = np.asarray([[1.0, -3.0, 2.0, 0.5], [-1.0, -2.0, 4.0, -6.0]], np.float32)
+
+    def loss(mapper):
+        return lambda x: (program(mapper)(x) * np.arange(8.0).reshape(2, 4)).sum()
+
+    assert_tree_equal(program(pmapc.pmap)(x), program(vmap_mapper)(x))
+    assert_tree_equal(jax.grad(loss(pmapc.pmap))(x), jax.grad(loss(vmap_mapper))(x))
