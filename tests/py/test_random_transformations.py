@@ -102,6 +102,27 @@ def test_unmapped_argument_with_a_unit_leading_dimension(program, transformation
     check_transformed(program, transformation, pmapc_process)
 
 
+# A cond around a psum at both levels of a nest whose maps are both named 'i': the
+# divergence analysis took the inner 'i' for the outer, so the outer cond stayed a
+# real branch, and its gradient was wrong (fixed in the commit that added this test:
+# an axis is its map's depth).
+SHADOWED_CONDS = Program(
+    levels=(
+        Level("i", 2, False, 0, (Op("cond", ("i",), then=Op("psum", ("i",))),)),
+        Level("i", 4, False, 0, (Op("cond", ("i",), then=Op("psum", ("i",))),)),
+    ),
+    block=(),
+    args=(Arg("float32", (0, 0)),),
+    combine="add",
+    seed=1,
+)
+
+
+@pytest.mark.parametrize("transformation", TRANSFORMATIONS)
+def test_conds_under_a_shadowed_axis_name(transformation, pmapc_process):
+    check_transformed(SHADOWED_CONDS, transformation, pmapc_process)
+
+
 def test_the_issue_19_crash_program(pmapc_process):
     """`jax.linearize` of the smallest program that crashed, against numpy: d/dy of
     sin(y) * z is cos(y) * z."""
