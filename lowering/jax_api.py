@@ -257,9 +257,14 @@ def map_effects(jaxpr, axis_name) -> set:
 
 
 def side_effects(jaxpr) -> list:
-    """The effects of `jaxpr` but those that only say it uses named axes (a host
-    callback's, an ordered print's)."""
-    return [e for e in jaxpr.effects if not isinstance(e, _core.NamedAxisEffect)]
+    """The effects of `jaxpr` that act outside the program (a host callback's, an
+    ordered print's): not those that only say it uses named axes, nor checkify's
+    (its checks are values, `checkify` makes them outputs)."""
+    return [
+        e
+        for e in jaxpr.effects
+        if not isinstance(e, (_core.NamedAxisEffect, _checkify.ErrorEffect))
+    ]
 
 
 def ordered_effects(jaxpr) -> list:

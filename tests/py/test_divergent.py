@@ -336,3 +336,22 @@ def test_a_name_bound_again_by_an_inner_map_is_another_axis():
 
     assert_tree_equal(program(pmapc.pmap)(x), program(vmap_mapper)(x))
     assert_tree_equal(jax.grad(loss(pmapc.pmap))(x), jax.grad(loss(vmap_mapper))(x))
+
+
+@pytest.mark.parametrize("limit", [5, 15, -100])
+def test_checkify_in_a_divergent_branch(limit):
+    """A check in a branch every device runs reports as nested vmap's does: vmap runs
+    the branch on every position, so a position that did not take it can fail it."""
+    from jax.experimental import checkify
+
+    def inner(v):
+        def taken(u):
+            checkify.check(u.sum() > limit, "small {}", u.sum())
+            return jax.lax.psum(u, "model")
+
+        return jax.lax.cond(v.sum() > 10, taken, lambda u: u, v)
+
+    got_error, got = checkify.checkify(nested(pmapc.pmap, inner))(X)
+    want_error, want = checkify.checkify(nested(vmap_mapper, inner))(X)
+    assert got_error.get() == want_error.get()
+    assert_tree_equal(got, want)
