@@ -311,14 +311,26 @@ def _identity(kind: str, dtype):
 
 
 # ----------------------------------------------------------------------------
-# all_gather
+# all_gather, psum_scatter, all_to_all: each position's result from the group's
+# members, or a form of the kind's own for a group that spans devices
 
 
-def _all_gather_rule(frame: Positions, eqn, args: list[Value]) -> list[Value]:
-    params = _checked_params(frame, eqn, collectives.ALL_GATHER)
-    group = _group(frame, eqn, collectives.ALL_GATHER)
-    compute = _gathered_members(params, group.size(frame))
-    return [_gathered(frame, group, value, compute) for value in args]
+def _members_rule(collective: Collective, members, across_devices=None) -> Rule:
+    """The rule of `collective`: `across_devices(frame, group, value, params)` where
+    given, without index groups, for a group that spans devices; else each position's
+    result by `members(params, group size)` (its local computation) from the values
+    of the group's positions."""
+
+    def rule(frame: Positions, eqn, args: list[Value]) -> list[Value]:
+        params = _checked_params(frame, eqn, collective)
+        group = _group(frame, eqn, collective)
+        spans = params.index_groups is None and _spans_devices(frame, group)
+        if across_devices is not None and spans:
+            return [across_devices(frame, group, value, params) for value in args]
+        compute = members(params, group.size(frame))
+        return [_gathered(frame, group, value, compute) for value in args]
+
+    return rule
 
 
 def _gathered_members(params, size: int) -> Local:
@@ -334,15 +346,6 @@ def _gathered_members(params, size: int) -> Local:
 
 # ----------------------------------------------------------------------------
 # psum_scatter
-
-
-def _psum_scatter_rule(frame: Positions, eqn, args: list[Value]) -> list[Value]:
-    params = _checked_params(frame, eqn, collectives.PSUM_SCATTER)
-    group = _group(frame, eqn, collectives.PSUM_SCATTER)
-    if params.index_groups is None and _spans_devices(frame, group):
-        return [_psum_scattered(frame, group, value, params) for value in args]
-    compute = _scattered_members(params, group.size(frame))
-    return [_gathered(frame, group, value, compute) for value in args]
 
 
 def _scattered_members(params, size: int) -> Local:
@@ -399,15 +402,6 @@ def _psum_scattered(frame: Positions, group: _Group, value: Value, params) -> Va
 
 # ----------------------------------------------------------------------------
 # all_to_all
-
-
-def _all_to_all_rule(frame: Positions, eqn, args: list[Value]) -> list[Value]:
-    params = _checked_params(frame, eqn, collectives.ALL_TO_ALL)
-    group = _group(frame, eqn, collectives.ALL_TO_ALL)
-    if params.index_groups is None and _spans_devices(frame, group):
-        return [_all_to_all(frame, group, value, params) for value in args]
-    compute = _all_to_all_members(params, group.size(frame))
-    return [_gathered(frame, group, value, compute) for value in args]
 
 
 def _all_to_all_members(params, size: int) -> Local:
@@ -641,9 +635,11 @@ RULES: dict[Collective, Rule] = {
     collectives.PSUM: _reduction(collectives.PSUM),
     collectives.PMAX: _reduction(collectives.PMAX),
     collectives.PMIN: _reduction(collectives.PMIN),
-    collectives.ALL_GATHER: _all_gather_rule,
-    collectives.PSUM_SCATTER: _psum_scatter_rule,
-    collectives.ALL_TO_ALL: _all_to_all_rule,
+    collectives.ALL_GATHER: _members_rule(collectives.ALL_GATHER, _gathered_members),
+    collectives.PSUM_SCATTER: _members_rule(
+        collectives.PSUM_SCATTER, _scattered_members, _psum_scattered
+    ),
+    collectives.ALL_TO_ALL: _members_rule(collectives.ALL_TO_ALL, _all_to_all_members, _all_to_all),
     collectives.PPERMUTE: _ppermute_rule,
     collectives.AXIS_INDEX: _axis_index_rule,
 }
