@@ -66,12 +66,16 @@ class PredicateDivergentPass:
 
     def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
         functions = ir.functions(module)
-        changed = _record_notes(module, rewriter)
-        if not _talking_control_flow(module, functions):
+        found = ir.walk(module.operation, CONTROL_FLOW | {dialect.CUSTOM_CALL})
+        control_flow = [op for op in found if op.name in CONTROL_FLOW]
+        notes = [op for op in found if dialect.is_predicated_note(op)]
+        changed = _record_notes(notes, module, rewriter)
+        if not _talking(control_flow, module, functions):
             return changed  # no collective under control flow: nothing can diverge
         while True:
             variance = varying_axes(module)
-            found = _first_divergent(_talking_control_flow(module, functions), variance)
+            control_flow = ir.walk(module.operation, CONTROL_FLOW)
+            found = _first_divergent(_talking(control_flow, module, functions), variance)
             if found is None:
                 return changed
             op, axes = found
@@ -86,22 +90,23 @@ class PredicateDivergentPass:
             changed = True
 
 
-def _record_notes(module: ir.Module, rewriter: Rewriter) -> bool:
-    """Record the control flow the tracer ran on every device, from its notes
+def _record_notes(notes: list[ir.Operation], module: ir.Module, rewriter: Rewriter) -> bool:
+    """Record the control flow the tracer ran on every device, from its `notes`
     (`@pmapc_predicated`, lowering/divergence.py), and drop them."""
-    notes = [op for op in ir.walk_custom_calls(module.operation) if dialect.is_predicated_note(op)]
     for note in notes:
         dialect.add_predicated(module, dialect.read_predicated_note(note))
         rewriter.replace(note, list(note.operands))
     return bool(notes)
 
 
-def _talking_control_flow(module: ir.Module, functions) -> list[tuple[ir.Operation, Axes]]:
-    """Each branch or loop of the module, in pre-order, with the axes along which the
-    devices of its collectives must meet (those with none left out)."""
+def _talking(
+    control_flow: list[ir.Operation], module: ir.Module, functions
+) -> list[tuple[ir.Operation, Axes]]:
+    """Each of the branches and loops `control_flow` (in pre-order), with the axes along
+    which the devices of its collectives must meet (those with none left out)."""
     every_axis = frozenset(dialect.mesh_of(module).axis_names)
     found = []
-    for op in ir.walk(module.operation, CONTROL_FLOW):
+    for op in control_flow:
         axes = _meeting_axes(op, functions, set(), every_axis)
         if axes:
             found.append((op, axes))
