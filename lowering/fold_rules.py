@@ -514,6 +514,7 @@ def _ppermute_rule(frame: Positions, eqn, args: list[Value]) -> list[Value]:
     # ppermute counts a group's positions in mesh order, whatever the order the axes
     # are named in (as JAX 0.4.30 does; shared/REFERENCE.md)
     group = dataclasses.replace(group, indices=tuple(sorted(group.indices)))
+    assert isinstance(params, collectives.PpermuteParams)
     return [_ppermuted(frame, group, value, params.perm) for value in args]
 
 
