@@ -46,7 +46,7 @@ import dataclasses
 import itertools
 import os
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
@@ -55,8 +55,20 @@ from pmapc.compiler import runtime
 from pmapc.errors import SourceLoc
 from pmapc.mesh import Mesh, axes_by_groups, groups_key, replica_groups_for
 
-if TYPE_CHECKING:  # plan_xla builds on this module; a Plan only holds its XlaRuns
-    from pmapc.compiler.plan_xla import XlaRuns
+
+class XlaSide(Protocol):
+    """What XLA runs for each step of a plan (compiler/plan_xla.py's `XlaRuns`, which
+    builds on this module): what the table shows of it."""
+
+    unavailable: str | None  # why XLA's side could not be read, if it could not
+
+    def cell(self, step: int) -> str:
+        """The XLA collectives that run step `step`, for its row."""
+        ...
+
+    def lines(self, pmapc_totals: dict[str, float]) -> list[str]:
+        """XLA's collectives as a table after the plan's, and the totals both ways."""
+        ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,7 +154,7 @@ class Plan:
     mesh: Mesh
     steps: tuple[Step, ...]
     host_calls: tuple[HostCall, ...] = ()
-    xla: XlaRuns | None = None  # what XLA runs for each step (plan_xla.plan_with_xla)
+    xla: XlaSide | None = None  # what XLA runs for each step (plan_xla.plan_with_xla)
     # a nest folded onto the mesh: (axis, positions of it each device runs)
     folded: tuple[tuple[str, int], ...] = ()
     # branches and loops every device runs, their predicates differing (predicate-divergent)

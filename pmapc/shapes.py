@@ -11,19 +11,16 @@ messages (`describe_axes`), `n` is the size of the group.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from pmapc.errors import ShapeError
-
-if TYPE_CHECKING:  # the records of pmapc/collectives.py name these rules
-    from pmapc.collectives import (
-        AllGatherParams,
-        AllToAllParams,
-        NoParams,
-        PpermuteParams,
-        PsumScatterParams,
-        ReductionParams,
-    )
+from pmapc.params import (
+    AllGatherParams,
+    AllToAllParams,
+    NoParams,
+    PpermuteParams,
+    PsumScatterParams,
+    ReductionParams,
+)
 
 Shape = tuple[int, ...]
 

@@ -172,3 +172,51 @@ def test_the_check_sees_every_kind_of_import(tmp_path):
         "passes/base.py:10: importlib.import_module('pmapc.compiler.runtime') "
         "(passes imports compiler)",
     ]
+
+
+def import_graph(root: pathlib.Path) -> dict[str, set[str]]:
+    """pmapc module -> the pmapc modules it imports (every kind of import)."""
+    graph: dict[str, set[str]] = {}
+    for path in package_files(root):
+        module = module_name(path, root)
+        tree = ast.parse(path.read_text(), filename=str(path))
+        is_package = path.name == "__init__.py"
+        imported = {target for _, target, _ in imported_modules(tree, module, is_package, root)}
+        graph[module] = imported - {module}
+    return graph
+
+
+def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    """The modules `start` imports, directly or through others."""
+    seen: set[str] = set()
+    stack = [start]
+    while stack:
+        for imported in graph.get(stack.pop(), ()):
+            if imported not in seen:
+                seen.add(imported)
+                stack.append(imported)
+    return seen
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles of `graph`: each set of modules that all reach each other
+    (more than one: a module never imports itself here), sorted."""
+    reach = {module: reachable(graph, module) for module in graph}
+    found = {
+        tuple(sorted(other for other in reach[module] if module in reach.get(other, ())))
+        for module in graph
+        if module in reach[module]
+    }
+    return sorted(list(circle) for circle in found)
+
+
+def test_no_import_circles():
+    """No module imports, however indirectly, one that imports it back (a circle under
+    `if TYPE_CHECKING:` counts: its modules cannot be read one after the other)."""
+    found = circles(import_graph(ROOT))
+    assert not found, "import circles:\n" + "\n".join(" <-> ".join(c) for c in found)
+
+
+def test_the_circle_check_finds_a_circle():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
+    assert circles(graph) == [["a", "b", "c"]]
