@@ -355,3 +355,45 @@ def test_checkify_in_a_divergent_branch(limit):
     want_error, want = checkify.checkify(nested(vmap_mapper, inner))(X)
     assert got_error.get() == want_error.get()
     assert_tree_equal(got, want)
+
+
+@jax.jit
+def _jitted_branching(v):
+    return jax.lax.cond(
+        v.sum() > 10,
+        lambda u: (jax.lax.psum(u, "model"), jnp.int32(1)),
+        lambda u: (u, jnp.int32(2)),
+        v,
+    )
+
+
+@jax.custom_jvp
+def _custom_psum(u):
+    return jax.lax.psum(u, "model")
+
+
+@_custom_psum.defjvp
+def _custom_psum_jvp(primals, tangents):
+    return _custom_psum(primals[0]), jax.lax.psum(tangents[0], "model")
+
+
+@pytest.mark.parametrize(
+    "inner, converted",
+    [
+        (lambda v: _jitted_branching(v)[0] + _jitted_branching(v)[1], True),
+        (lambda v: jax.lax.cond(v.sum() > 10, _custom_psum, lambda u: u * 3, v), True),
+        (lambda v: jax.lax.cond(v.sum() > 10, jnp.sin, jnp.cos, v), False),
+        (lambda v: jax.lax.while_loop(lambda c: c.sum() < 100, lambda c: c * 2 + 1, v), False),
+    ],
+    ids=["inside-a-jitted-helper", "a-custom_jvp-branch", "no-collective", "loop-no-collective"],
+)
+def test_what_is_converted(inner, converted):
+    """Divergent control flow inside a `jax.jit` called twice, and a branch that is a
+    `custom_jvp` function, are converted; varying control flow without a collective
+    is not (nothing can wait in it)."""
+    check(inner)
+    jaxpr = str(jax.make_jaxpr(nested(pmapc.pmap, inner))(X))
+    assert ("pmapc_predicated" in jaxpr) == converted
+    if converted:
+        loss = lambda mapper: lambda x: (nested(mapper, inner)(x) ** 2).sum()  # noqa: E731
+        assert_tree_equal(jax.grad(loss(pmapc.pmap))(X), jax.grad(loss(vmap_mapper))(X))
