@@ -43,7 +43,6 @@ from pmapc.collectives import Collective
 from pmapc.errors import SourceLoc, UnsupportedError
 from pmapc.lowering import jax_api, primitives
 
-Axes = frozenset
 UNIFORM: frozenset = frozenset()
 
 # Primitives whose results differ between devices whatever their operands: a

@@ -3,8 +3,8 @@
 Pure functions of sizes and positions, no arrays: how a map's positions share
 the devices left to it, whether a nest folds onto a device count, where a
 position of a collective's group lies (its device, its place in the device's
-block), and the tables the folded collectives read (index groups, permutation
-sources). docs/ir.md, "Folding", states the layout.
+block), and the tables the folded collectives read (index groups).
+docs/ir.md, "Folding", states the layout.
 """
 
 from __future__ import annotations
@@ -83,16 +83,3 @@ def index_group_tables(groups: Sequence[Sequence[int]], size: int) -> tuple[np.n
         for r, position in enumerate(members):
             group_of[position], rank_of[position] = g, r
     return group_of, rank_of
-
-
-def permutation_sources(perm: Sequence[tuple[int, int]], size: int) -> np.ndarray:
-    """The source of each of a group's `size` positions under `perm` (-1: none)."""
-    source = np.full(size, -1, np.int32)
-    for src, dst in perm:
-        source[dst] = src
-    return source
-
-
-def row_major_strides(sizes: Sequence[int]) -> list[int]:
-    """The stride of each axis of `sizes` in a row-major count of their positions."""
-    return [int(np.prod(sizes[k + 1 :], dtype=np.int64)) for k in range(len(sizes))]
