@@ -40,8 +40,9 @@ import jax.numpy as jnp
 from jax import lax
 
 from pmapc.collectives import Collective
-from pmapc.errors import SourceLoc, UnsupportedError
+from pmapc.errors import UnsupportedError
 from pmapc.lowering import jax_api, primitives
+from pmapc.lowering.fold_values import located
 
 UNIFORM: frozenset = frozenset()
 
@@ -335,5 +336,4 @@ def _refuse_effects(eqn, axes: tuple) -> None:
         f"callback where the {what} was not taken; move it out of the {what}, or make "
         f"the predicate the same on every device of {where}"
     )
-    line = jax_api.user_line(eqn)
-    raise error.at(SourceLoc(*line, 0)) if line is not None else error
+    raise located(eqn, error)
