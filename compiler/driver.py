@@ -111,24 +111,35 @@ def compile_traced(
     replica_groups: GroupForm = DEFAULT_GROUP_FORM,
     argument_names: Sequence[str] | None = None,
 ) -> Compilation:
-    """A `jax.jit(...).trace(...)` result through pmapc, for `jax.jit` (compiler/embed.py),
-    the AOT stages (`pmapc.lower`) and `pmapc trace`: its pmapc IR (JAX's lowering with
-    pmapc's rules, `argument_names` naming @main's arguments if given), then the
-    passes for `target`, replica groups written `replica_groups` ("named" or
-    "dense"); a diagnostic becomes the typed error of its category (an AxisError,
-    a ShapeError). `timings["lower"]` is the time of JAX's lowering."""
+    """A `jax.jit(...).trace(...)` result through pmapc, for the AOT stages
+    (`pmapc.lower`) and `pmapc trace`: its pmapc IR (JAX's lowering with pmapc's
+    rules, `argument_names` naming @main's arguments if given), then `compile_ir`."""
     start = time.perf_counter()
-    module, host_callbacks = trace.pmapc_ir(traced, name)
+    traced_ir = trace.pmapc_ir(traced, name)
     if argument_names is not None:
-        ir.set_argument_names(ir.functions(module)["main"], argument_names)
+        ir.set_argument_names(ir.functions(traced_ir.module)["main"], argument_names)
     lowered = time.perf_counter() - start
+    return compile_ir(traced_ir, lowered, target=target, replica_groups=replica_groups)
+
+
+def compile_ir(
+    traced_ir: trace.PmapcIR,
+    lowered: float,
+    *,
+    target: Target = DEFAULT_TARGET,
+    replica_groups: GroupForm = DEFAULT_GROUP_FORM,
+) -> Compilation:
+    """Traced pmapc IR through the passes for `target`, replica groups written
+    `replica_groups` ("named" or "dense"); a diagnostic becomes the typed error of
+    its category (an AxisError, a ShapeError). `lowered` is the seconds JAX's
+    lowering to pmapc IR took (`timings["lower"]`)."""
     try:
         passes = default_pipeline(target, replica_groups)
-        compilation = run_pipeline(module, passes)
+        compilation = run_pipeline(traced_ir.module, passes)
     except DiagnosticError as error:
         raise typed_error(error) from None
     compilation.timings = {"lower": lowered, **compilation.timings}
-    compilation.host_callbacks = host_callbacks
+    compilation.host_callbacks = traced_ir.host_callbacks
     return compilation
 
 

@@ -28,6 +28,7 @@ import dataclasses
 import functools
 import itertools
 import math
+import time
 from collections.abc import Callable
 
 import jax
@@ -36,7 +37,7 @@ from jax.sharding import PartitionSpec
 from pmapc import dialect, ir
 from pmapc.compiler import driver, runtime
 from pmapc.errors import PmapcError
-from pmapc.lowering import jax_api, placement, primitives
+from pmapc.lowering import jax_api, jax_lowering, placement, primitives, trace
 from pmapc.lowering.locations import at_user_call_site
 from pmapc.options import GroupForm, Target
 
@@ -70,21 +71,27 @@ def lower_outermost(ctx, *operands, mesh, **params) -> list:
         mesh = placement.concrete(mesh)
     except PmapcError as error:
         raise at_user_call_site(error) from None
-    with jax_api.lowering_inside(ctx):
-        program = compile_map(ctx.avals_in, ctx.avals_out, mesh, params)
+    program = compile_map(ctx, mesh, params)
     run = functools.partial(_run_on_mesh, program, mesh)
-    return jax_api.lower_fun(run)(ctx, *operands)
+    return jax_lowering.lower_fun(run)(ctx, *operands)
 
 
-def compile_map(avals_in, avals_out, mesh, params) -> SpmdProgram:
-    """Trace one map to pmapc IR and run the passes for the partition target."""
+def compile_map(ctx, mesh, params) -> SpmdProgram:
+    """The map of `map_p`'s rule context `ctx` as pmapc IR (lowered inside JAX's
+    lowering, `trace.map_ir`), through the passes for the partition target."""
+    avals_in, avals_out = ctx.avals_in, ctx.avals_out
 
     def one_map(*operands):
         return primitives.map_p.bind(*operands, mesh=mesh, **params)
 
-    traced = jax.jit(one_map).trace(*[jax_api.shape_dtype(aval) for aval in avals_in])
-    compilation = driver.compile_traced(
-        traced, params["name"], target=Target.PARTITIONS, replica_groups=GroupForm.DENSE
+    start = time.perf_counter()
+    one_map_jaxpr = jax.make_jaxpr(one_map)(*[jax_api.shape_dtype(aval) for aval in avals_in])
+    traced_ir = trace.map_ir(ctx, one_map_jaxpr, params["name"])
+    compilation = driver.compile_ir(
+        traced_ir,
+        time.perf_counter() - start,
+        target=Target.PARTITIONS,
+        replica_groups=GroupForm.DENSE,
     )
     if compilation.mesh != placement.pmapc_mesh(mesh):
         raise PmapcError(
@@ -142,7 +149,7 @@ def _spmd_call_lowering(ctx, *blocks, program):
         module_context.new_channel,
         _host_callback_adder(module_context, program.host_callbacks),
     )
-    result_types = [jax_api.ir_type_of(ctx, aval) for aval in ctx.avals_out]
+    result_types = [jax_lowering.ir_type_of(ctx, aval) for aval in ctx.avals_out]
     call = ir.create_op(
         "func.call",
         list(blocks),
@@ -207,8 +214,8 @@ def embed_functions(
 
 
 spmd_call_p.def_abstract_eval(_spmd_call_abstract_eval)
-jax_api.register_lowering(spmd_call_p, _spmd_call_lowering)
+jax_lowering.register_lowering(spmd_call_p, _spmd_call_lowering)
 # Replaces the tracer's rule for maps (lowering/primitives.py), which knows no
 # compiler: the compiler depends on the tracer, never back. The face imports this
 # module, so `import pmapc` registers it.
-jax_api.register_lowering(primitives.map_p, lower_outermost)
+jax_lowering.register_lowering(primitives.map_p, lower_outermost)

@@ -19,7 +19,7 @@ import numpy as np
 from jax import lax
 
 from pmapc.errors import SourceLoc
-from pmapc.lowering import jax_api
+from pmapc.lowering import jax_frames
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,7 +97,7 @@ class Positions:
 
 def located(eqn, error):
     """`error` at the user's line of `eqn`, where known."""
-    where = jax_api.user_line(eqn)
+    where = jax_frames.user_line(eqn)
     return error.at(SourceLoc(*where, 0)) if where is not None else error
 
 

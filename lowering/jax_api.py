@@ -1,17 +1,23 @@
-"""The one adapter over JAX's tracing and lowering internals the tracer uses.
+"""The adapter over JAX's internals: tracing, primitives and their rules, jaxprs.
 
 pmapc traces bodies with public `jax.make_jaxpr`, defines its map primitive
 with `jax.extend.core.Primitive`, and lowers with `jax.jit(...).trace(...)
-.lower(...)`; what it needs beyond that (the collective primitives, the
-lowering-rule context, jaxpr helpers) is imported here and nowhere else.
+.lower(...)`; what it needs beyond that is imported from JAX in three files
+and nowhere else, one area each:
+
+    jax_api.py        tracing, the collective primitives, the map's autodiff,
+                      batching and checkify rules, jaxpr helpers, folding
+    jax_lowering.py   lowering to MLIR: rules, parameters, contexts
+    jax_frames.py     the user's lines and JAX's refusals, read from frames
 
 pmapc runs on every JAX from 0.10.2 to 0.12 (pyproject.toml); where the two ends
-differ, the choice is made here, from JAX's public modules where the running
-release exports a name (`jax.extend.core`, `jax.interpreters.*`) and from the
-private ones otherwise. Each hook on JAX's implementation (frames read for
-messages, pmapc's directories among the frames JAX's traceback filtering hides,
-the all_to_all transpose rule, the jit inlining mode) has a test in
-tests/py/test_jax_hooks.py that fails on a release where it stops working.
+differ, the choice is made here (`SINCE_0_11`), from JAX's public modules where
+the running release exports a name (`jax.extend.core`, `jax.interpreters.*`)
+and from the private ones otherwise. Each hook on JAX's implementation (frames
+read for messages, pmapc's directories among the frames JAX's traceback
+filtering hides, the all_to_all transpose rule, the jit inlining mode) has a
+test in tests/py/test_jax_hooks.py that fails on a release where it stops
+working.
 """
 
 from __future__ import annotations
@@ -19,11 +25,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import importlib.util
-import os
 import threading
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.extend.core
@@ -36,13 +40,11 @@ from jax._src import effects as _effects
 from jax._src import pjit as _pjit
 from jax._src import shard_map as _shard_map
 from jax._src import source_info_util as _source_info
-from jax._src import traceback_util as _traceback_util
 from jax._src import tree_util as _tree_util
 from jax._src import util as _util
 from jax._src.array import ArrayImpl as _ArrayImpl
 from jax._src.interpreters import ad as _ad
 from jax._src.interpreters import batching as _batching
-from jax._src.interpreters import mlir as _mlir_private
 from jax._src.interpreters import partial_eval as _pe
 from jax._src.lax import parallel as _parallel
 from jax.extend.core import Primitive
@@ -52,12 +54,11 @@ from jax.interpreters import mlir as _mlir_public
 from jax.interpreters import partial_eval as _pe_public
 from jax.sharding import NamedSharding, PartitionSpec
 
-from pmapc import collectives, ir
+from pmapc import collectives
 from pmapc.collectives import Collective
 
 __all__ = ["Primitive"]
 
-_F = TypeVar("_F", bound=Callable[..., Any])
 
 # The JAX release running, for the internals that moved between the releases
 # pyproject.toml admits; each use says what changed and when.
@@ -197,59 +198,6 @@ def future_value(aval):
     return aval.inner_aval
 
 
-def called_collective(tb) -> tuple[str, tuple[str, int] | None] | None:
-    """(the `jax.lax` function the user called, the user's (file, line) that called it)
-    when a traceback went through JAX's collectives module; else None."""
-    collectives_file = _parallel.__file__
-    where = None
-    while tb is not None:
-        code = tb.tb_frame.f_code
-        if code.co_filename == collectives_file:
-            return code.co_name, where
-        if is_user_file(code.co_filename):
-            where = (code.co_filename, tb.tb_lineno)
-        tb = tb.tb_next
-    return None
-
-
-def user_line(eqn) -> tuple[str, int] | None:
-    """(file, line) of the user's code that made a jaxpr equation, if known."""
-    return _user_line_in(eqn.source_info.traceback)
-
-
-def lowered_user_line() -> tuple[str, int] | None:
-    """(file, line) of the user's code whose equation a lowering rule is lowering now
-    (JAX sets the equation's traceback as the current source info around each rule)."""
-    return _user_line_in(current_source_info().traceback)
-
-
-def _user_line_in(traceback) -> tuple[str, int] | None:
-    frame = _source_info.user_frame(traceback)
-    return (frame.file_name, frame.start_line) if frame is not None else None
-
-
-def register_lowering(primitive, rule) -> None:
-    _mlir_public.register_lowering(primitive, rule)
-
-
-def lowering_parameters(override_rules) -> _mlir_public.LoweringParameters:
-    """Lowering parameters that replace the rules of the given primitives."""
-    return _mlir_public.LoweringParameters(override_lowering_rules=tuple(override_rules))
-
-
-def stablehlo_module(lowered):
-    """The StableHLO module of a `jax.jit(...).trace(...).lower(...)` result."""
-    return lowered.compiler_ir("stablehlo")
-
-
-def host_callbacks(lowered) -> tuple:
-    """The Python functions the host-callback ops of a `jax.jit(...).trace(...).lower(...)`
-    result call (`jax.debug.print`, `pure_callback`, `io_callback`): an op's `index`
-    (in its `mhlo.backend_config`) is a position in this tuple, which XLA is given
-    when it compiles the module."""
-    return tuple(lowered._lowering.compile_args["host_callbacks"])
-
-
 def map_effects(jaxpr, axis_name) -> set:
     """The effects a map of body `jaxpr` has where it is called: the body's, less
     those that only say it uses the map's own axis."""
@@ -273,26 +221,6 @@ def ordered_effects(jaxpr) -> list:
     return [effect for effect in jaxpr.effects if _effects.ordered_effects.contains(effect)]
 
 
-def ir_type_of(ctx, aval):
-    return _mlir_public.aval_to_ir_type(ctx.module_context, aval)
-
-
-def lower_body(ctx, name: str, jaxpr: ClosedJaxpr) -> str:
-    """Lower `jaxpr` to a private function of the module being built; its symbol."""
-    since_0_11: dict[str, Any] = {"out_avals": jaxpr.out_avals} if SINCE_0_11 else {}
-    func = _mlir_public.lower_jaxpr_to_fun(
-        ctx.module_context,
-        name,
-        jaxpr,
-        effects=(),
-        num_const_args=0,
-        in_avals=jaxpr.in_avals,
-        **since_0_11,
-    )
-    func.attributes["sym_visibility"] = ir.string_attr("private")
-    return ir.symbol_name(func)
-
-
 def closure_to_arguments(closed: ClosedJaxpr) -> tuple[ClosedJaxpr, list]:
     """Turn a jaxpr's captured constants into leading arguments: (jaxpr, constants)."""
     jaxpr = _convert_constvars_jaxpr(closed.jaxpr)
@@ -313,187 +241,6 @@ def is_concrete_array(value) -> bool:
     """Whether `value` is one concrete `jax.Array` (cheaper than isinstance with
     `jax.Array`, which also admits tracers)."""
     return type(value) is _ArrayImpl
-
-
-def hide_from_locations(*modules) -> None:
-    """Leave pmapc's own frames out of the source locations JAX records.
-
-    Ops then carry the user's file and line, not the tracer's.
-    """
-    for module in modules:
-        _source_info.register_exclusion(os.path.dirname(module.__file__) + os.sep)
-
-
-def hide_from_tracebacks(*packages: str) -> None:
-    """Leave the frames of the files of the packages named `packages` out of the
-    tracebacks of errors that leave a JAX or pmapc API call, as JAX leaves out its
-    own (JAX's traceback filtering: its note "JAX has removed its internal frames"
-    then covers them, and `JAX_TRACEBACK_FILTERING=off` shows them again).
-
-    Each package's directories are registered, as installed (an editable install
-    maps pmapc's subpackages to directories of their own), found without importing
-    the package: the face hides the command line's frames (`pmapc.tools`, the
-    layer above it) without importing it.
-    """
-    for name in packages:
-        spec = importlib.util.find_spec(name)
-        assert spec is not None and spec.submodule_search_locations is not None, name
-        for directory in spec.submodule_search_locations:
-            _traceback_util.register_exclusion(os.path.join(os.path.abspath(directory), ""))
-
-
-def api_boundary(function: _F) -> _F:
-    """`function` as an entry point of pmapc's API: an error leaving it has the
-    frames `hide_from_tracebacks` hides (and JAX's) filtered from its traceback, as
-    an error leaving `jax.jit` has; an entry point called inside another (or
-    inside a JAX transformation) leaves the filtering to the outermost."""
-    return _traceback_util.api_boundary(function)
-
-
-def is_user_file(filename: str) -> bool:
-    """Whether a frame in `filename` is the user's (not JAX's, pmapc's or Python's)."""
-    return _source_info.is_user_filename(filename) and not filename.startswith("<frozen")
-
-
-def unbound_axis_name(error: NameError):
-    """The axis JAX's axis environment was asked for and does not bind, if `error`
-    is that lookup's NameError (read from the failing frame, not the message)."""
-    lookups = {
-        _core.AxisEnv.axis_size.__code__: "axis_name",
-        _parallel._check_axis_names.__code__: "name",
-    }
-    tb = error.__traceback__
-    while tb is not None:
-        variable = lookups.get(tb.tb_frame.f_code)
-        if variable is not None:
-            return tb.tb_frame.f_locals.get(variable)
-        tb = tb.tb_next
-    return None
-
-
-@dataclasses.dataclass(frozen=True)
-class RefusedIndexGroups:
-    """`axis_index_groups` that JAX's own check refused, and the call they were given to."""
-
-    function: str | None  # the `jax.lax` function the user called ('pmean', ...), if seen
-    axis_name: object  # its axis name or tuple of names
-    index_groups: object
-
-
-def refused_index_groups(error: Exception) -> RefusedIndexGroups | None:
-    """What JAX's check of `axis_index_groups` refused, if `error` is that check's
-    ValueError (read from its frames, not its message)."""
-    check = _parallel._validate_reduce_axis_index_groups.__code__
-    function, caller, tb = None, None, error.__traceback__
-    while tb is not None:
-        code = tb.tb_frame.f_code
-        if code is check:
-            groups = tb.tb_frame.f_locals.get("axis_index_groups")
-            axis_name = caller.f_locals.get("axis_name") if caller is not None else None
-            return RefusedIndexGroups(function, axis_name, groups)
-        if function is None and code.co_filename == _parallel.__file__:
-            function = code.co_name
-        caller, tb = tb.tb_frame, tb.tb_next
-    return None
-
-
-@dataclasses.dataclass(frozen=True)
-class RefusedShape:
-    """A collective's operand that JAX's check refused for its shape (a dimension its
-    group does not divide, or not of the group's size), as pmapc's shape rule for the
-    kind (`pmapc/shapes.py`) takes it."""
-
-    kind: str  # pmapc's kind: 'psum_scatter', 'all_to_all'
-    axis_name: tuple  # the axis names the call named
-    shape: tuple[int, ...]  # the refused operand's (one leaf's, for a pytree)
-    params: dict[str, object]  # the kind's parameters (pmapc's `Params` fields, JAX's names)
-
-
-def _dimension(axis, rank: int):
-    """A dimension JAX takes negative counted from the end; one out of range as given."""
-    return axis + rank if -rank <= axis < 0 else axis
-
-
-def _names(axis_name) -> tuple:
-    return tuple(axis_name) if isinstance(axis_name, (tuple, list)) else (axis_name,)
-
-
-def _refused_reduce_scatter(variables: dict) -> RefusedShape:
-    """From the frame of `reduce_scatter_p`'s abstract evaluation (`psum_scatter`)."""
-    shape = tuple(variables["x_aval"].shape)
-    return RefusedShape(
-        "psum_scatter",
-        _names(variables["axis_name"]),
-        shape,
-        {
-            "scatter_dimension": _dimension(variables["scatter_dimension"], len(shape)),
-            "tiled": variables["tiled"],
-            **_index_groups(variables),
-        },
-    )
-
-
-def _refused_all_to_all(variables: dict) -> RefusedShape:
-    """From the frame of `all_to_all`'s check of one leaf, before it binds the primitive."""
-    shape = tuple(np.shape(variables["x"]))
-    return RefusedShape(
-        "all_to_all",
-        _names(variables["axis_name"]),
-        shape,
-        {
-            "split_axis": _dimension(variables["split_axis"], len(shape)),
-            "concat_axis": _dimension(variables["concat_axis"], len(shape)),
-            "tiled": variables["tiled"],
-            **_index_groups(variables),
-        },
-    )
-
-
-def _index_groups(variables: dict) -> dict[str, object]:
-    groups = collectives.index_groups_from_jax(variables["axis_index_groups"])
-    return {collectives.INDEX_GROUPS_NAME: groups}
-
-
-def _nested_code(function, name: str):
-    """The code of the function `name` defined inside `function` (None if there is none)."""
-    found = [c for c in function.__code__.co_consts if getattr(c, "co_name", None) == name]
-    return found[0] if len(found) == 1 else None
-
-
-# The frames in which JAX checks a collective's operand shape, and how to read the call
-# from each one's variables.
-_SHAPE_CHECKS: dict[Any, Callable[[dict], RefusedShape]] = {
-    _parallel._reduce_scatter_effectful_abstract_eval.__code__: _refused_reduce_scatter,
-    _nested_code(_parallel._all_to_all_is_async, "bind"): _refused_all_to_all,
-}
-
-
-def refused_shape(error: Exception) -> RefusedShape | None:
-    """The collective call whose operand shape JAX's check refused, if `error` is that
-    check's (read from the checking frame's variables, not the message)."""
-    found, tb = None, error.__traceback__
-    while tb is not None:
-        read = _SHAPE_CHECKS.get(tb.tb_frame.f_code)
-        if read is not None:
-            found = (read, tb.tb_frame.f_locals)
-        tb = tb.tb_next
-    if found is None:
-        return None
-    read, variables = found
-    try:
-        return read(dict(variables))
-    except (KeyError, AttributeError, TypeError):  # a release that names them otherwise
-        return None
-
-
-def raised_by_collective(tb) -> bool:
-    """Whether a traceback went through JAX's collective primitives (a user's bad call)."""
-    collectives_file = _parallel.__file__
-    while tb is not None:
-        if tb.tb_frame.f_code.co_filename == collectives_file:
-            return True
-        tb = tb.tb_next
-    return False
 
 
 # ----------------------------------------------------------------------------
@@ -556,46 +303,12 @@ def rank(aval) -> int:
     return len(aval.shape)
 
 
-class _EnclosingLowering(threading.local):
-    context: Any = None  # the MLIR context of the lowering this thread is inside
-
-
-_enclosing_lowering = _EnclosingLowering()
-
-
-@contextlib.contextmanager
-def lowering_inside(ctx) -> Iterator[None]:
-    """JAX's lowerings started inside (pmapc's of a map, inside JAX's lowering of
-    the jitted function that holds it) build their modules in the enclosing
-    lowering's MLIR context, as JAX does from 0.11 on (one context per thread,
-    reused): 0.10 made a context, with every dialect loaded, per lowering (5 ms)."""
-    previous = _enclosing_lowering.context
-    _enclosing_lowering.context = ctx.module_context.context
-    try:
-        yield
-    finally:
-        _enclosing_lowering.context = previous
-
-
-def _make_ir_context(make=_mlir_private.make_ir_context):
-    return _enclosing_lowering.context or make()
-
-
-if not SINCE_0_11:  # the module-level name JAX's ModuleContext calls
-    _mlir_private.make_ir_context = _make_ir_context
-
-
 def cache_weakly(kind: type) -> type:
     """Have JAX's caches keyed on a primitive's parameters (its abstract evaluation's,
     for one) hold parameters of class `kind` weakly, as they hold jaxprs: an entry
     goes when its parameter does, not when the cache's bound evicts it."""
     _util.weakref_cache_key_types.add(kind)
     return kind
-
-
-def lower_fun(fun, multiple_results: bool = True):
-    """A lowering rule that lowers the JAX function `fun` in place."""
-    return _mlir_public.lower_fun(fun, multiple_results=multiple_results)
 
 
 # Autodiff and batching of the map primitive (lowering/map_rules.py): from JAX's

@@ -11,7 +11,7 @@ import sys
 import types
 
 from pmapc.errors import PmapcError, SourceLoc
-from pmapc.lowering import jax_api
+from pmapc.lowering import jax_frames
 
 
 def _relocated(error: PmapcError, filename: str, line: int) -> PmapcError:
@@ -24,7 +24,7 @@ def innermost_user_line(tb: types.TracebackType | None) -> tuple[str, int] | Non
     """(file, line) of the innermost frame of `tb` in the user's code, if any."""
     found = None
     while tb is not None:
-        if jax_api.is_user_file(tb.tb_frame.f_code.co_filename):
+        if jax_frames.is_user_file(tb.tb_frame.f_code.co_filename):
             found = (tb.tb_frame.f_code.co_filename, tb.tb_lineno)
         tb = tb.tb_next
     return found
@@ -41,7 +41,7 @@ def from_traceback(error: PmapcError, tb: types.TracebackType | None) -> PmapcEr
 def at_user_call_site(error: PmapcError) -> PmapcError:
     """`error` with the nearest user frame on the current stack in front of its message."""
     frame = sys._getframe(1)
-    while frame is not None and not jax_api.is_user_file(frame.f_code.co_filename):
+    while frame is not None and not jax_frames.is_user_file(frame.f_code.co_filename):
         frame = frame.f_back
     if frame is None:
         return error

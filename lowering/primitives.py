@@ -29,7 +29,7 @@ from jax import lax
 from pmapc import collectives, dialect, hlo, ir, shapes
 from pmapc.collectives import Collective
 from pmapc.errors import ArgumentError, AxisError, PmapcError, SourceLoc, UnsupportedError
-from pmapc.lowering import jax_api
+from pmapc.lowering import jax_api, jax_frames, jax_lowering
 from pmapc.rewriter import unobserved
 
 map_p = jax_api.Primitive("pmapc_map")
@@ -91,7 +91,7 @@ def _map_lowering(ctx, *operands, mesh, **params):
 
 map_p.def_effectful_abstract_eval(_map_abstract_eval)
 map_p.def_impl(jax_api.compiled_impl(map_p))
-jax_api.register_lowering(map_p, _map_lowering)
+jax_lowering.register_lowering(map_p, _map_lowering)
 
 
 # A note that the values it passes through come from control flow the tracer ran on
@@ -106,7 +106,7 @@ jax_api.register_identity_rules(predicated_p)
 def _predicated_to_pmapc_ir(ctx, *operands, kind, axes):
     b = unobserved(ir.current_insertion_point(), ir.current_location())
     labels = tuple(dialect.axis_label(axis) for axis in axes)
-    result_types = [jax_api.ir_type_of(ctx, aval) for aval in ctx.avals_out]
+    result_types = [jax_lowering.ir_type_of(ctx, aval) for aval in ctx.avals_out]
     return dialect.create_predicated_note(b, _flatten(operands), result_types, kind, labels).results
 
 
@@ -120,8 +120,8 @@ def _map_to_pmapc_ir(
     # The body's axis is bound while it lowers: rules written as JAX functions of
     # collectives (pbroadcast's) name it.
     with jax_api.axis_env(axis_name, axis_size):
-        callee = jax_api.lower_body(ctx, name, jaxpr)
-    result_types = [jax_api.ir_type_of(ctx, aval) for aval in ctx.avals_out]
+        callee = jax_lowering.lower_body(ctx, name, jaxpr)
+    result_types = [jax_lowering.ir_type_of(ctx, aval) for aval in ctx.avals_out]
     attributes = {
         "call_target_name": ir.string_attr(dialect.MAP_TARGET),
         "called_computations": ir.array_attr([ir.symbol_ref_attr(callee)]),
@@ -171,7 +171,7 @@ def _collective_rule(collective: Collective):
             operands = [hlo.reduce_dims(b, v, positional, collective.combiner) for v in operands]
         if not named:
             return operands
-        result_types = [jax_api.ir_type_of(ctx, aval) for aval in ctx.avals_out]
+        result_types = [jax_lowering.ir_type_of(ctx, aval) for aval in ctx.avals_out]
         op = dialect.create_collective(
             b, collective.kind, operands, result_types, named, collective.params_from_jax(params)
         )
@@ -193,7 +193,7 @@ def check_operand_types(collective: Collective, avals) -> None:
 
 def _at_user_line(error: PmapcError) -> PmapcError:
     """`error` at the user's line whose equation is being lowered, if known."""
-    where = jax_api.lowered_user_line()
+    where = jax_frames.lowered_user_line()
     return error.at(SourceLoc(*where, 0)) if where is not None else error
 
 
@@ -247,9 +247,9 @@ def pmapc_ir_rules() -> tuple[tuple[jax_api.Primitive, Callable[..., Any]], ...]
     for primitive, collective in collective_records().items():
         rule = collective_rules[collective]
         rules[primitive] = _start_rule(rule) if primitive in starts else rule
-    rules[jax_api.PBROADCAST] = jax_api.lower_fun(_pbroadcast, multiple_results=False)
+    rules[jax_api.PBROADCAST] = jax_lowering.lower_fun(_pbroadcast, multiple_results=False)
     if jax_api.PBROADCAST_DYNAMIC is not None:
-        rules[jax_api.PBROADCAST_DYNAMIC] = jax_api.lower_fun(
+        rules[jax_api.PBROADCAST_DYNAMIC] = jax_lowering.lower_fun(
             _pbroadcast_dynamic, multiple_results=False
         )
     rules.update((p, _identity_rule) for p in (*dones, *jax_api.IDENTITY_PRIMITIVES))
@@ -306,7 +306,7 @@ def _check_equations(jaxpr, bound_axes: frozenset, lowered: frozenset) -> None:
             continue  # a nested map's body was checked when it was traced
         error = _refusal(eqn, bound_axes, lowered)
         if error is not None:
-            where = jax_api.user_line(eqn)
+            where = jax_frames.user_line(eqn)
             raise error.at(SourceLoc(*where, 0)) if where is not None else error
         for inner in jax_api.jaxprs_in(eqn.params):
             _check_equations(inner, bound_axes, lowered)

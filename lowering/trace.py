@@ -30,7 +30,16 @@ from pmapc.errors import (
     UnsupportedError,
     did_you_mean,
 )
-from pmapc.lowering import divergence, fold, jax_api, jax_messages, placement, primitives
+from pmapc.lowering import (
+    divergence,
+    fold,
+    jax_api,
+    jax_frames,
+    jax_lowering,
+    jax_messages,
+    placement,
+    primitives,
+)
 
 
 class _Active(threading.local):
@@ -317,7 +326,7 @@ def trace_body(spec: MapSpec, call: MappedCall):
     except PmapcError:
         raise  # a nested map's error, already in pmapc's terms
     except NameError as error:
-        name = jax_api.unbound_axis_name(error)
+        name = jax_frames.unbound_axis_name(error)
         if name is None:
             raise
         raise unbound_axis(name).with_traceback(error.__traceback__) from None
@@ -327,7 +336,7 @@ def trace_body(spec: MapSpec, call: MappedCall):
             raise
         raise refused.with_traceback(error.__traceback__) from None
     except (ValueError, TypeError) as error:
-        if not jax_api.raised_by_collective(error.__traceback__):
+        if not jax_frames.raised_by_collective(error.__traceback__):
             raise
         raise collective_error(error).with_traceback(error.__traceback__) from None
     finally:
@@ -354,7 +363,7 @@ def trace_body(spec: MapSpec, call: MappedCall):
 def unsupported_call(error: Exception) -> PmapcError | None:
     """pmapc's error for a `jax.lax` collective JAX could not trace inside a map (an
     internal assertion, or a form JAX leaves unimplemented), at the user's line."""
-    called = jax_api.called_collective(error.__traceback__)
+    called = jax_frames.called_collective(error.__traceback__)
     if called is None:
         return None
     function, where = called
@@ -386,7 +395,7 @@ def check_effects(spec: MapSpec, jaxpr) -> None:
             "then calls once, in no set order)",
         )
     )
-    where = jax_api.user_line(_ordered_equation(jaxpr))
+    where = jax_frames.user_line(_ordered_equation(jaxpr))
     raise error.at(SourceLoc(*where, 0)) if where is not None else error
 
 
@@ -441,11 +450,24 @@ class PmapcIR(NamedTuple):
 
 def pmapc_ir(traced, name: str) -> PmapcIR:
     """The pmapc IR of a traced function (a `jax.jit(...).trace(...)` result)."""
-    params = jax_api.lowering_parameters(primitives.pmapc_ir_rules())
+    params = jax_lowering.lowering_parameters(primitives.pmapc_ir_rules())
     lowered = traced.lower(_private_parameters=params)
-    module = ir.copy_into(jax_api.stablehlo_module(lowered), ir.make_context())
+    return _own(jax_lowering.stablehlo_module(lowered), jax_lowering.host_callbacks(lowered), name)
+
+
+def map_ir(ctx, one_map: jax_api.ClosedJaxpr, name: str) -> PmapcIR:
+    """The pmapc IR of `one_map`, a jaxpr of one outermost map, lowered inside the
+    lowering `ctx` is a rule context of (JAX's, of the jitted function that holds
+    the map)."""
+    lowered = jax_lowering.lower_inside(ctx, name, one_map, primitives.pmapc_ir_rules())
+    return _own(lowered.module, lowered.host_callbacks, name)
+
+
+def _own(module, host_callbacks: tuple, name: str) -> PmapcIR:
+    """JAX's lowering, read into a context of pmapc's own and cleaned (`clean_module`)."""
+    module = ir.copy_into(module, ir.make_context())
     clean_module(module, name)
-    return PmapcIR(module, jax_api.host_callbacks(lowered))
+    return PmapcIR(module, host_callbacks)
 
 
 def symbol_name(name: str) -> str:
@@ -474,16 +496,16 @@ def collective_error(error: Exception) -> ShapeError:
     groups or an operand shape that do not fit the call, in pmapc's words where pmapc's
     rules tell what is wrong (the axes, their size, the dimension and the fix), else
     JAX's first line."""
-    groups = jax_api.refused_index_groups(error)
+    groups = jax_frames.refused_index_groups(error)
     if groups is not None:
         explained = index_groups_error(groups)
     else:
-        shape = jax_api.refused_shape(error)
+        shape = jax_frames.refused_shape(error)
         explained = collective_shape_error(shape) if shape is not None else None
     return explained or ShapeError(str(error).splitlines()[0])
 
 
-def collective_shape_error(refused: jax_api.RefusedShape) -> ShapeError | None:
+def collective_shape_error(refused: jax_frames.RefusedShape) -> ShapeError | None:
     """pmapc's shape rule's error for an operand JAX refused (naming the axes, their size,
     the dimension and the fix), when the axes are the maps' and the rule refuses it too
     (None for other axes, e.g. a jax.vmap's)."""
@@ -501,7 +523,7 @@ def collective_shape_error(refused: jax_api.RefusedShape) -> ShapeError | None:
     return None
 
 
-def index_groups_error(refused: jax_api.RefusedIndexGroups) -> ShapeError | None:
+def index_groups_error(refused: jax_frames.RefusedIndexGroups) -> ShapeError | None:
     """pmapc's message for index groups JAX refused (naming the groups, the axes and
     the fix), when the axes are the maps' (None for other axes, e.g. a jax.vmap's)."""
     sizes = dict(enclosing_axes())

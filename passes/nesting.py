@@ -229,22 +229,23 @@ class Inlining:
 
     def _count(self) -> collections.Counter:
         order: list[str] = []  # callers after callees (the call graph is acyclic)
-        seen: set[str] = set()
-
-        def visit(name: str) -> None:
-            seen.add(name)
-            calls = self.contents_of(name).calls
-            self.kept_callees.update(
-                callee for callee in map(ir.callee_of, calls) if not self.inlines(callee)
-            )
-            for callee in self.inlined_callees(name):
-                if callee not in seen:
-                    visit(callee)
-            order.append(name)
-
-        visit("main")
+        self._visit("main", set(), order)
         counts = collections.Counter({"main": 1})
         for name in reversed(order):
             for callee in self.inlined_callees(name):
                 counts[callee] += counts[name]
         return counts
+
+    def _visit(self, name: str, seen: set[str], order: list[str]) -> None:
+        """Append the functions `name` inlines, then `name`, to `order` (a method, not
+        a closure of `_count`: a closure that calls itself is a cycle, which only the
+        collector frees)."""
+        seen.add(name)
+        calls = self.contents_of(name).calls
+        self.kept_callees.update(
+            callee for callee in map(ir.callee_of, calls) if not self.inlines(callee)
+        )
+        for callee in self.inlined_callees(name):
+            if callee not in seen:
+                self._visit(callee, seen, order)
+        order.append(name)

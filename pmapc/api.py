@@ -15,6 +15,7 @@ import functools
 import logging
 import time
 import types
+import weakref
 from collections.abc import Callable, Sequence
 
 import jax
@@ -29,16 +30,24 @@ from pmapc.errors import (
     DeviceError,
     PmapcError,
 )
-from pmapc.lowering import jax_api, jax_messages, map_rules, placement, primitives, trace
+from pmapc.lowering import (
+    jax_api,
+    jax_frames,
+    jax_messages,
+    map_rules,
+    placement,
+    primitives,
+    trace,
+)
 from pmapc.lowering.locations import at_user_call_site, from_traceback
 from pmapc.options import DEFAULT_GROUP_FORM, DEFAULT_TARGET, GroupForm, Target
 from pmapc.stages import CallSignature, Lowered
 
-jax_api.hide_from_locations(ir, pmapc.compiler, pmapc.lowering, pmapc.passes)
+jax_frames.hide_from_locations(ir, pmapc.compiler, pmapc.lowering, pmapc.passes)
 # An error in the user's program shows the user's frames, not pmapc's (nor JAX's);
 # JAX_TRACEBACK_FILTERING=off shows them all. The entry points below are the
-# boundaries where the frames are filtered (`jax_api.api_boundary`).
-jax_api.hide_from_tracebacks(
+# boundaries where the frames are filtered (`jax_frames.api_boundary`).
+jax_frames.hide_from_tracebacks(
     "pmapc", "pmapc.compiler", "pmapc.lowering", "pmapc.passes", "pmapc.tools"
 )
 _log = logging.getLogger("pmapc")
@@ -46,7 +55,7 @@ assert map_rules  # imported for its registrations: autodiff and batching of map
 assert embed  # imported for its registration: an outermost map inside jax.jit
 
 
-@jax_api.api_boundary
+@jax_frames.api_boundary
 def pmap(
     fun: Callable | None = None,
     axis_name: str | None = None,
@@ -176,7 +185,7 @@ class MappedFunction:
         # JAX has run anything: jax.distributed.initialize must come first).
         self._direct = False
 
-    @jax_api.api_boundary
+    @jax_frames.api_boundary
     def __call__(self, *args, **kwargs):
         if trace.enclosing_axes():
             return self._call_nested(args, kwargs)
@@ -249,7 +258,7 @@ class MappedFunction:
         if explained is not None:
             raise at_user_call_site(explained) from None
 
-    @jax_api.api_boundary
+    @jax_frames.api_boundary
     def lower(self, *args, **kwargs) -> Lowered:
         """Trace and run the passes: the IR of every stage, ready to `.compile()`.
 
@@ -302,9 +311,17 @@ class MappedFunction:
         raise PmapcError(f"pmapc bug: no map in the traced '{self.spec.name}'; please report it")
 
     def _outermost_function(self):
-        """The function `jax.jit` traces: this map, outermost, bound on its mesh."""
+        """The function `jax.jit` traces: this map, outermost, bound on its mesh.
+
+        It holds this map weakly: this map holds it (through `_jitted`), and a
+        cycle would keep a dropped map, and everything JAX keeps for it (its
+        jaxprs, lowerings and executables), alive until the next cyclic
+        collection. Without one, the map is freed when the last reference goes."""
+        this = weakref.ref(self)
 
         def outermost(*args, **kwargs):
+            self = this()
+            assert self is not None, "a map's jitted function outlived the map"
             call = self._flatten(args, kwargs, self._global_spec())
             outs, out_tree = self._traced(
                 functools.partial(
@@ -374,7 +391,7 @@ class MappedFunction:
             raise from_traceback(error, error.__traceback__) from None
 
 
-@jax_api.api_boundary
+@jax_frames.api_boundary
 def lower(
     fun: Callable,
     *args,

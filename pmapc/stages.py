@@ -22,7 +22,7 @@ import jax
 from pmapc import ir
 from pmapc.compiler import driver, plan_xla, processes, runtime, xla
 from pmapc.errors import DeviceError
-from pmapc.lowering import jax_api, trace
+from pmapc.lowering import jax_api, jax_frames, trace
 from pmapc.lowering.locations import at_user_call_site
 
 PyTreeDef: TypeAlias = jax.tree_util.PyTreeDef  # pyright: ignore[reportInvalidTypeForm]
@@ -160,7 +160,7 @@ class Lowered(_Signed):
         collectives pmapc emits; `compile().plan()` adds what XLA runs for each."""
         return self.compilation.plan()
 
-    @jax_api.api_boundary
+    @jax_frames.api_boundary
     def compile(self, compiler_options: dict | None = None) -> Compiled:
         """XLA-compile for the mesh's devices; `compiler_options` are XLA options by
         name, as for `jax.stages.Lowered.compile`."""
@@ -194,7 +194,7 @@ class Compiled(_Signed):
             aval.dtype if jax_api.is_key_dtype(aval.dtype) else None for aval in signature.out_avals
         ]
 
-    @jax_api.api_boundary
+    @jax_frames.api_boundary
     def __call__(self, *args, **kwargs):
         """Call with the arguments of the signature this was compiled for; static
         arguments may be passed again (they are ignored) or left out."""

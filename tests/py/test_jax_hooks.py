@@ -20,7 +20,7 @@ import pmapc
 import pmapc.api
 import pmapc.lowering
 from pmapc import ir
-from pmapc.lowering import jax_api
+from pmapc.lowering import jax_api, jax_frames, jax_lowering
 
 THIS_FILE = os.path.abspath(__file__)
 
@@ -54,7 +54,7 @@ def error_of(function, *args) -> Exception:
 def test_unbound_axis_name_reads_the_axis_from_jax_frames(collective):
     error = error_of(collective, np.ones(4, np.float32))
     assert isinstance(error, NameError)
-    assert jax_api.unbound_axis_name(error) == "nope"
+    assert jax_frames.unbound_axis_name(error) == "nope"
 
 
 def test_refused_index_groups_reads_the_call_from_jax_frames():
@@ -62,18 +62,18 @@ def test_refused_index_groups_reads_the_call_from_jax_frames():
         lambda x: lax.psum(x, "i", axis_index_groups=[[0, 1], [1, 2]]), np.ones(4, np.float32)
     )
     assert isinstance(error, ValueError)
-    refused = jax_api.refused_index_groups(error)
+    refused = jax_frames.refused_index_groups(error)
     assert refused is not None
     assert refused.function == "psum"
     assert refused.axis_name in ("i", ("i",))  # as the user gave it, or as a tuple
     assert [list(group) for group in refused.index_groups] == [[0, 1], [1, 2]]
-    assert jax_api.raised_by_collective(error.__traceback__)
+    assert jax_frames.raised_by_collective(error.__traceback__)
 
 
 def test_an_error_outside_the_collectives_is_not_theirs():
     error = error_of(lambda x: x + np.ones(3), np.ones(4, np.float32))
-    assert not jax_api.raised_by_collective(error.__traceback__)
-    assert jax_api.refused_index_groups(error) is None
+    assert not jax_frames.raised_by_collective(error.__traceback__)
+    assert jax_frames.refused_index_groups(error) is None
 
 
 def test_user_line_of_an_equation_is_the_line_that_made_it():
@@ -82,7 +82,7 @@ def test_user_line_of_an_equation_is_the_line_that_made_it():
 
     line = inspect.getsourcelines(body)[1] + 1
     closed = jax.make_jaxpr(body, axis_env=[("i", 4)])(np.ones(4, np.float32))
-    assert jax_api.user_line(closed.eqns[0]) == (THIS_FILE, line)
+    assert jax_frames.user_line(closed.eqns[0]) == (THIS_FILE, line)
 
 
 def test_lowered_user_line_names_the_call_inside_a_map():
@@ -96,9 +96,9 @@ def test_lowered_user_line_names_the_call_inside_a_map():
 
 
 def test_source_locations_name_the_users_file_not_pmapcs():
-    assert jax_api.is_user_file(THIS_FILE)
-    assert not jax_api.is_user_file(jax_api.__file__)
-    assert not jax_api.is_user_file(jax.__file__)
+    assert jax_frames.is_user_file(THIS_FILE)
+    assert not jax_frames.is_user_file(jax_api.__file__)
+    assert not jax_frames.is_user_file(jax.__file__)
 
 
 @pytest.mark.parametrize(
@@ -134,12 +134,12 @@ def test_source_locations_name_the_users_file_not_pmapcs():
 def test_refused_shape_reads_the_call_from_jax_frames(kind, collective, shape, params):
     error = error_of(collective, np.ones(8, np.float32))
     assert isinstance(error, ValueError)
-    assert jax_api.refused_shape(error) == jax_api.RefusedShape(kind, ("i",), shape, params)
+    assert jax_frames.refused_shape(error) == jax_frames.RefusedShape(kind, ("i",), shape, params)
 
 
 def test_an_error_outside_the_shape_checks_is_no_refused_shape():
     error = error_of(lambda x: lax.psum(x, "i", axis_index_groups=[[0, 1], [1, 2]]), np.ones(4))
-    assert jax_api.refused_shape(error) is None
+    assert jax_frames.refused_shape(error) is None
 
 
 # -- frames hidden from tracebacks --------------------------------------------------
@@ -313,7 +313,7 @@ def test_a_lowering_inside_a_lowering_builds_in_its_context():
         return
     outer = jax_mlir.make_ir_context()
     enclosing = types.SimpleNamespace(module_context=types.SimpleNamespace(context=outer))
-    with jax_api.lowering_inside(enclosing):
+    with jax_lowering.lowering_inside(enclosing):
         inside = jax.jit(lambda v: v + 1).lower(np.ones(3, np.float32))
     outside = jax.jit(lambda v: v + 2).lower(np.ones(3, np.float32))
     assert inside.compiler_ir("stablehlo").context == outer
@@ -353,7 +353,7 @@ def test_host_callbacks_of_a_lowering_are_the_ones_its_ops_index():
         return jax.pure_callback(np.sin, jax.ShapeDtypeStruct(x.shape, x.dtype), x)
 
     lowered = jax.jit(f).trace(np.ones(3, np.float32)).lower()
-    callbacks = jax_api.host_callbacks(lowered)
+    callbacks = jax_lowering.host_callbacks(lowered)
     assert len(callbacks) == 2 and all(callable(c) for c in callbacks)
 
 
@@ -404,6 +404,6 @@ def test_pbroadcast_takes_an_axis_name_string_only_inside_map_bodies():
 
 def test_called_collective_names_the_function_and_the_users_line():
     error = error_of(lambda x: lax.pcast(x, "i", to="varying"), np.ones(4, np.float32))
-    function, where = jax_api.called_collective(error.__traceback__)
+    function, where = jax_frames.called_collective(error.__traceback__)
     assert function == "pcast"
     assert where is not None and where[0] == THIS_FILE
