@@ -22,7 +22,14 @@ from pmapc.compiler.pipeline import Timer, default_pipeline, run_passes
 from pmapc.errors import Diagnostic, DiagnosticError, typed_error
 from pmapc.lowering import mesh_devices, trace
 from pmapc.mesh import Mesh
-from pmapc.options import DEFAULT_GROUP_FORM, DEFAULT_TARGET, GroupForm, Target
+from pmapc.options import (
+    DEFAULT_GROUP_FORM,
+    DEFAULT_RAGGED_FORM,
+    DEFAULT_TARGET,
+    GroupForm,
+    RaggedForm,
+    Target,
+)
 from pmapc.passes import Pass
 
 
@@ -109,6 +116,7 @@ def compile_traced(
     *,
     target: Target = DEFAULT_TARGET,
     replica_groups: GroupForm = DEFAULT_GROUP_FORM,
+    ragged: RaggedForm = DEFAULT_RAGGED_FORM,
     argument_names: Sequence[str] | None = None,
 ) -> Compilation:
     """A `jax.jit(...).trace(...)` result through pmapc, for the AOT stages
@@ -119,7 +127,9 @@ def compile_traced(
     if argument_names is not None:
         ir.set_argument_names(ir.functions(traced_ir.module)["main"], argument_names)
     lowered = time.perf_counter() - start
-    return compile_ir(traced_ir, lowered, target=target, replica_groups=replica_groups)
+    return compile_ir(
+        traced_ir, lowered, target=target, replica_groups=replica_groups, ragged=ragged
+    )
 
 
 def compile_ir(
@@ -128,13 +138,15 @@ def compile_ir(
     *,
     target: Target = DEFAULT_TARGET,
     replica_groups: GroupForm = DEFAULT_GROUP_FORM,
+    ragged: RaggedForm = DEFAULT_RAGGED_FORM,
 ) -> Compilation:
     """Traced pmapc IR through the passes for `target`, replica groups written
-    `replica_groups` ("named" or "dense"); a diagnostic becomes the typed error of
-    its category (an AxisError, a ShapeError). `lowered` is the seconds JAX's
-    lowering to pmapc IR took (`timings["lower"]`)."""
+    `replica_groups` ("named" or "dense"), ragged_all_to_all lowered `ragged`
+    ("native" or "expanded"); a diagnostic becomes the typed error of its category
+    (an AxisError, a ShapeError). `lowered` is the seconds JAX's lowering to pmapc
+    IR took (`timings["lower"]`)."""
     try:
-        passes = default_pipeline(target, replica_groups)
+        passes = default_pipeline(target, replica_groups, ragged)
         compilation = run_pipeline(traced_ir.module, passes)
     except DiagnosticError as error:
         raise typed_error(error) from None

@@ -5,7 +5,8 @@ map's lowering rule (registered by this module, when imported) runs the whole
 pmapc compiler on that map and hands JAX the result:
 
     trace      lowering/trace.py: the map as pmapc IR (a one-map `@main`)
-    passes     compiler/pipeline.py: `default_pipeline("partitions", "dense")`
+    passes     compiler/pipeline.py: `default_pipeline("partitions", "dense")`, with
+               ragged_all_to_all native or expanded by the lowering's platforms
     embed      a `jax.shard_map` over the nest's mesh, every axis manual, whose
                body calls the per-device function inserted into JAX's module
 
@@ -39,7 +40,7 @@ from pmapc.compiler import driver, runtime
 from pmapc.errors import PmapcError
 from pmapc.lowering import jax_api, jax_lowering, placement, primitives, trace
 from pmapc.lowering.locations import at_user_call_site
-from pmapc.options import GroupForm, Target
+from pmapc.options import GroupForm, Target, ragged_form_for
 
 spmd_call_p = jax_api.Primitive("pmapc_spmd_call")
 spmd_call_p.multiple_results = True
@@ -92,6 +93,7 @@ def compile_map(ctx, mesh, params) -> SpmdProgram:
         time.perf_counter() - start,
         target=Target.PARTITIONS,
         replica_groups=GroupForm.DENSE,
+        ragged=ragged_form_for(ctx.module_context.platforms),
     )
     if compilation.mesh != placement.pmapc_mesh(mesh):
         raise PmapcError(

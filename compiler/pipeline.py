@@ -31,7 +31,14 @@ from pmapc.errors import (
     PmapcError,
     did_you_mean,
 )
-from pmapc.options import DEFAULT_GROUP_FORM, DEFAULT_TARGET, GroupForm, Target
+from pmapc.options import (
+    DEFAULT_GROUP_FORM,
+    DEFAULT_RAGGED_FORM,
+    DEFAULT_TARGET,
+    GroupForm,
+    RaggedForm,
+    Target,
+)
 from pmapc.passes import PASSES, TARGETS, Pass
 from pmapc.passes.base import Analyses, Keeper, from_options, kept_through, run_pass, summary
 from pmapc.passes.combine_all_reduces import CombineAllReducesPass, ReductionKeys, reduction_keys
@@ -48,10 +55,13 @@ from pmapc.passes.verify_axes import VerifyAxesPass
 
 
 def default_pipeline(
-    target: Target = DEFAULT_TARGET, replica_groups: GroupForm = DEFAULT_GROUP_FORM
+    target: Target = DEFAULT_TARGET,
+    replica_groups: GroupForm = DEFAULT_GROUP_FORM,
+    ragged: RaggedForm = DEFAULT_RAGGED_FORM,
 ) -> tuple[Pass, ...]:
     """`pmapc-to-stablehlo`: every stage after tracing, in order; in partition form
-    the replica groups written as `replica_groups` says ("named" or "dense")."""
+    the replica groups written as `replica_groups` says ("named" or "dense"), and
+    ragged_all_to_all lowered in form `ragged` ("native" or "expanded")."""
     return (
         VerifyAxesPass(),  # every axis bound, every shape right
         FlattenMapsPass(),  # nested maps -> one SPMD program over the mesh
@@ -59,7 +69,7 @@ def default_pipeline(
         FoldGatherSlicePass(),  # a gather then a slice of one's own block cancel
         SinkSlicesPass(),  # arguments split over inner axes too
         SinkGathersPass(),  # results returned split, not gathered
-        LowerCollectivesPass(),  # named collectives -> groups of mesh positions
+        LowerCollectivesPass(ragged=ragged),  # named collectives -> groups of mesh positions
         CombineAllReducesPass(),  # independent all_reduces -> one
         target_pass(target, replica_groups),  # the form jax.jit runs, or the replica form
         SimplifyPass(),  # canonicalize and cse (last: they drop the op index)
@@ -96,15 +106,18 @@ def target_pass(target: Target, replica_groups: GroupForm = DEFAULT_GROUP_FORM) 
 
 
 def lowering_pipeline(
-    target: Target = DEFAULT_TARGET, replica_groups: GroupForm = DEFAULT_GROUP_FORM
+    target: Target = DEFAULT_TARGET,
+    replica_groups: GroupForm = DEFAULT_GROUP_FORM,
+    ragged: RaggedForm = DEFAULT_RAGGED_FORM,
 ) -> tuple[Pass, ...]:
     """`pmapc-lower`: the required stages of the default pipeline, in its order."""
-    return tuple(p for p in default_pipeline(target, replica_groups) if isinstance(p, REQUIRED))
+    passes = default_pipeline(target, replica_groups, ragged)
+    return tuple(p for p in passes if isinstance(p, REQUIRED))
 
 
 # Named pipelines, usable wherever a pass name is: `pmapc-lower{target=replicas}`,
 # `pmapc-to-stablehlo{replica-groups=dense}`.
-PIPELINES: dict[str, Callable[[Target, GroupForm], tuple[Pass, ...]]] = {
+PIPELINES: dict[str, Callable[[Target, GroupForm, RaggedForm], tuple[Pass, ...]]] = {
     "pmapc-lower": lowering_pipeline,
     "pmapc-to-stablehlo": default_pipeline,
 }
@@ -112,7 +125,8 @@ PIPELINES: dict[str, Callable[[Target, GroupForm], tuple[Pass, ...]]] = {
 
 def describe(name: str, target: Target = DEFAULT_TARGET) -> str:
     """A named pipeline's passes, comma-separated (for --list-passes and --help)."""
-    return ",".join(p.name for p in PIPELINES[name](target, DEFAULT_GROUP_FORM))
+    passes = PIPELINES[name](target, DEFAULT_GROUP_FORM, DEFAULT_RAGGED_FORM)
+    return ",".join(p.name for p in passes)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -215,13 +229,14 @@ def _instantiate(name: str, rest: str, element: str, text: str) -> list:
     return [UpstreamPass(name, element)]
 
 
-def _pipeline_options(name: str, given: dict[str, str]) -> tuple[Target, GroupForm]:
-    """The `target` and `replica-groups` options of a named pipeline, read as types."""
-    unknown = sorted(set(given) - {"target", "replica-groups"})
+def _pipeline_options(name: str, given: dict[str, str]) -> tuple[Target, GroupForm, RaggedForm]:
+    """The `target`, `replica-groups` and `ragged` options of a named pipeline, read as
+    types."""
+    unknown = sorted(set(given) - {"target", "replica-groups", "ragged"})
     if unknown:
         raise PipelineError(
             f"pipeline '{name}' has no option '{unknown[0]}'; its options are: "
-            "target, replica-groups"
+            "target, replica-groups, ragged"
         )
     text = given.get("target", DEFAULT_TARGET)
     target = options.parse(Target, text)
@@ -229,7 +244,12 @@ def _pipeline_options(name: str, given: dict[str, str]) -> tuple[Target, GroupFo
         choices = " or ".join(options.choices(Target))
         raise PipelineError(f"option 'target' of pipeline '{name}' takes {choices}, got '{text}'")
     form = group_form(given.get("replica-groups", DEFAULT_GROUP_FORM), f"pipeline '{name}'")
-    return target, form
+    text = given.get("ragged", DEFAULT_RAGGED_FORM)
+    ragged = options.parse(RaggedForm, text)
+    if ragged is None:
+        choices = " or ".join(options.choices(RaggedForm))
+        raise PipelineError(f"option 'ragged' of pipeline '{name}' takes {choices}, got '{text}'")
+    return target, form, ragged
 
 
 def _parse_options(text: str) -> dict[str, str]:

@@ -54,6 +54,7 @@ from pmapc import dialect, hlo, ir
 from pmapc.compiler import runtime
 from pmapc.errors import SourceLoc
 from pmapc.mesh import Mesh, axes_by_groups, groups_key, replica_groups_for
+from pmapc.passes import ragged
 
 
 class XlaSide(Protocol):
@@ -83,6 +84,14 @@ class Step:
     executions: int  # per run of the program
     loop_unknown: bool  # inside a loop whose trip count is not known (counted once)
     location: SourceLoc | None
+    # The expanded form of a ragged_all_to_all (passes/ragged.py): the payload of its
+    # padded exchange is `payload`; a ragged exchange's is at most this.
+    ragged_payload: int | None = None
+
+    @property
+    def label(self) -> str:
+        """The op as the table names it."""
+        return f"{self.op} (ragged, padded)" if self.ragged_payload is not None else self.op
 
     @property
     def group_size(self) -> int:
@@ -111,7 +120,8 @@ class Step:
         if self.op == "collective_permute":
             return float(self.payload) if len(self.groups) else 0.0
         n = self.group_size
-        return LOWER_BOUND_FACTOR[self.op] * (n - 1) / n * self.payload
+        payload = self.payload if self.ragged_payload is None else self.ragged_payload
+        return LOWER_BOUND_FACTOR[self.op] * (n - 1) / n * payload
 
 
 # The bandwidth lower bound of each collective over n devices, in units of (n-1)/n S.
@@ -120,6 +130,7 @@ LOWER_BOUND_FACTOR = {
     "all_gather": 1.0,
     "reduce_scatter": 1.0,
     "all_to_all": 1.0,
+    "ragged_all_to_all": 1.0,  # payload: the operand, the most it sends
 }
 
 
@@ -227,7 +238,11 @@ def _walk_ops(
         for block in region.blocks:
             for op in block.operations:
                 op = op.operation
-                if op.name in hlo.COLLECTIVE_OPS or dialect.is_host_callback(op):
+                if (
+                    op.name in hlo.COLLECTIVE_OPS
+                    or ragged.is_native(op)
+                    or dialect.is_host_callback(op)
+                ):
                     yield op, executions, unknown
                     continue  # a collective's regions are its reducer
                 if op.name == "func.call":
@@ -324,6 +339,11 @@ def _step(
     executions: int,
     unknown: bool,
 ) -> Step:
+    if ragged.is_native(op):
+        groups = ir.dense_int_matrix(ragged.native_groups(op))
+        kind, axes = "ragged_all_to_all", names.get(groups_key(groups))
+        payload = _bytes(op.operands[0].type)  # its operand: the most it sends
+        return Step(kind, axes, groups, payload, (payload,), executions, unknown, _loc(op))
     kind = hlo.COLLECTIVE_OPS[op.name]
     if kind == "collective_permute":
         groups = ir.dense_int_matrix(op.attributes["source_target_pairs"])
@@ -337,11 +357,19 @@ def _step(
             groups = np.arange(mesh.size, dtype=np.int64).reshape(1, -1)
         if axes is None:
             axes = names.get(groups_key(groups))
+    padded_rows = op.attributes[ragged.RAGGED_ROWS] if ragged.RAGGED_ROWS in op.attributes else None
     operands = [_bytes(v.type) for v in op.operands]
     results = [_bytes(r.type) for r in op.results]
     payload = max(sum(operands), sum(results))
     parts = tuple(map(max, operands, results)) if len(operands) == len(results) else (payload,)
-    return Step(kind, axes, groups, payload, parts, executions, unknown, ir.source_loc(op.location))
+    bound = None
+    if padded_rows is not None:  # [slices, rows, ...] padded; ragged: `rows` in all
+        bound = payload // ir.shape_of(op.operands[0].type)[0]
+    return Step(kind, axes, groups, payload, parts, executions, unknown, _loc(op), bound)
+
+
+def _loc(op: ir.Operation) -> SourceLoc | None:
+    return ir.source_loc(op.location)
 
 
 def _host_call(op: ir.Operation, executions: int, unknown: bool) -> HostCall:
@@ -409,7 +437,7 @@ def format_table(plan: Plan) -> str:
         rows.append(
             (
                 str(index),
-                step.op,
+                step.label,
                 _axes_text(step),
                 groups,
                 runs,

@@ -24,6 +24,14 @@ from pmapc.lowering.jax_api import Device
 from pmapc.mesh import Mesh
 
 
+def platforms(devices: Sequence[Device] | None, backend: str | None) -> set[str]:
+    """The platforms a program for `devices` (or, if None, for the devices of
+    `backend`, or the default backend's) is compiled for."""
+    if devices:
+        return {device.platform for device in devices}
+    return {(jax.devices(backend) if backend else jax.devices())[0].platform}
+
+
 def pick_devices(mesh: Mesh, devices: Sequence[Device] | None, backend: str | None):
     """The devices of `mesh`, in mesh order: the first `mesh.size` (or the ones given),
     checked against the mesh. Across processes (`jax.distributed`), the outermost axis

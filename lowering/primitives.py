@@ -181,12 +181,21 @@ def _collective_rule(collective: Collective):
 
 
 def check_operand_types(collective: Collective, avals) -> None:
-    """Refuse bool operands of a collective that does not take them."""
+    """Refuse bool operands of a collective that does not take them, and data operands
+    of two element types where one is written into the other (ragged_all_to_all's)."""
     if not collective.takes_bool and any(aval.dtype == np.bool_ for aval in avals):
         raise _at_user_line(
             ArgumentError(
                 f"'{collective.kind}' does not take bool operands (JAX's reduction refuses "
                 "them too); convert to an integer type first, e.g. x.astype(jnp.int32)"
+            )
+        )
+    if collective.operands and avals[0].dtype != avals[1].dtype:
+        first, second = collective.operands[:2]
+        raise _at_user_line(
+            ArgumentError(
+                f"'{collective.kind}' writes {first} of {avals[0].dtype} into {second} of "
+                f"{avals[1].dtype}; give them one dtype, e.g. {second}.astype({first}.dtype)"
             )
         )
 
@@ -278,16 +287,12 @@ def lowered_primitives() -> frozenset:
 
 # What to write instead of a named-axis primitive pmapc does not lower, by name.
 _ALTERNATIVES = {
-    "ragged_all_to_all": (
-        "XLA:CPU cannot run ragged-all-to-all and pmapc does not lower it; pad each "
-        "device's chunks to one size and use jax.lax.all_to_all"
-    ),
     "psend": "use jax.lax.ppermute, which sends and receives in one op",
     "precv": "use jax.lax.ppermute, which sends and receives in one op",
 }
 COLLECTIVES_PMAPC_LOWERS = (
-    "use psum, pmean, pmax, pmin, all_gather, psum_scatter, all_to_all, ppermute, "
-    "pbroadcast or axis_index, which pmapc lowers"
+    "use psum, pmean, pmax, pmin, all_gather, psum_scatter, all_to_all, "
+    "ragged_all_to_all, ppermute, pbroadcast or axis_index, which pmapc lowers"
 )
 
 

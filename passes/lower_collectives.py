@@ -8,6 +8,8 @@ axes groups over the product of those axes, ordered as the tuple names them):
   all_gather       -> all_gather (untiled: a unit dimension gathered)
   psum_scatter     -> reduce_scatter (untiled: the unit dimension dropped)
   all_to_all       -> all_to_all (untiled: JAX's expand, exchange, squeeze)
+  ragged_all_to_all -> XLA's custom call, or all_to_alls of padded slices
+                      (the `ragged` option: passes/ragged.py)
   ppermute         -> collective_permute over every group's device pairs
   axis_index       -> replica_id arithmetic, done once per function and axes
 
@@ -30,11 +32,13 @@ import dataclasses
 from collections.abc import Callable
 from typing import ClassVar
 
-from pmapc import collectives, dialect, hlo, ir
+from pmapc import collectives, dialect, hlo, ir, options
 from pmapc.collectives import Collective
 from pmapc.dialect import CollectiveView
-from pmapc.errors import Category, ShapeError
+from pmapc.errors import Category, PipelineError, ShapeError
 from pmapc.mesh import Mesh, axis_index_terms, permutation_pairs, replica_groups_for
+from pmapc.options import DEFAULT_RAGGED_FORM, RaggedForm
+from pmapc.passes import ragged
 from pmapc.passes.base import Analyses, Analysis
 from pmapc.passes.combine_all_reduces import reduction_keys
 from pmapc.passes.op_index import index_of, op_index
@@ -46,8 +50,20 @@ class LowerCollectivesPass:
     """Rewrite named-axis collectives into StableHLO collectives with replica groups."""
 
     name: ClassVar[str] = "lower-collectives"
+    # native: XLA's ragged-all-to-all (GPU, TPU); expanded: all_to_alls (every XLA)
+    ragged: RaggedForm = DEFAULT_RAGGED_FORM
     reads: ClassVar[tuple[Analysis, ...]] = (op_index,)
     keeps: ClassVar[tuple[Analysis, ...]] = (op_index, reduction_keys)
+
+    def __post_init__(self) -> None:
+        # a pipeline string gives the option as text: read it here, once
+        form = options.parse(RaggedForm, self.ragged)
+        if form is None:
+            choices = " or ".join(options.choices(RaggedForm))
+            raise PipelineError(
+                f"option 'ragged' of pass '{self.name}' takes {choices}, got '{self.ragged}'"
+            )
+        object.__setattr__(self, "ragged", form)
 
     def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
         views = dialect.Views()
@@ -60,7 +76,7 @@ class LowerCollectivesPass:
                 )
             if dialect.is_pmapc_target(target):
                 ops.append(op)
-        lowering = Lowering(dialect.mesh_of(module), views, rewriter)
+        lowering = Lowering(dialect.mesh_of(module), views, rewriter, self.ragged)
         for op in ops:
             lowering.lower(op)
         lowering.finish()
@@ -70,8 +86,15 @@ class LowerCollectivesPass:
 class Lowering:
     """The state of one run: the mesh, and values, groups and ops built once."""
 
-    def __init__(self, mesh: Mesh, views: dialect.Views, rewriter: Rewriter):
+    def __init__(
+        self,
+        mesh: Mesh,
+        views: dialect.Views,
+        rewriter: Rewriter,
+        ragged_form: RaggedForm = DEFAULT_RAGGED_FORM,
+    ):
         self.mesh = mesh
+        self.ragged_form = ragged_form
         self.views = views
         self.rewriter = rewriter
         # Values computed once per function (by its symbol name): the replica id, and
@@ -280,6 +303,13 @@ def lower_all_to_all(lowering: Lowering, view: CollectiveView, b: Builder) -> li
     return [hlo.reshape(b, op.result, ir.shape_of(view.op.results[0].type))]
 
 
+def lower_ragged_all_to_all(lowering: Lowering, view: CollectiveView, b: Builder) -> list[ir.Value]:
+    operands, groups = list(view.op.operands), lowering.groups(view)
+    if lowering.ragged_form is RaggedForm.NATIVE:
+        return [ragged.native(b, operands, view.op.results[0].type, groups)]
+    return [ragged.expanded(b, operands, groups, lowering.acting_size(view))]
+
+
 def lower_ppermute(lowering: Lowering, view: CollectiveView, b: Builder) -> list[ir.Value]:
     params = view.params
     assert isinstance(params, collectives.PpermuteParams)
@@ -306,6 +336,7 @@ RULES: dict[Collective, Rule] = {
     collectives.ALL_GATHER: lower_all_gather,
     collectives.PSUM_SCATTER: lower_psum_scatter,
     collectives.ALL_TO_ALL: lower_all_to_all,
+    collectives.RAGGED_ALL_TO_ALL: lower_ragged_all_to_all,
     collectives.PPERMUTE: lower_ppermute,
     collectives.AXIS_INDEX: lower_axis_index,
 }

@@ -8,6 +8,7 @@ any SPMD-partitioned program) the devices are partitions of one replica, so:
   replica_id                             -> partition_id (same ui32 scalar)
   all_reduce, all_gather, reduce_scatter -> + channel_handle, use_global_device_ids
   all_to_all, collective_permute         -> + channel_handle
+  XLA's ragged_all_to_all custom call    -> + channel_id in its backend_config
   variadic all_reduce                    -> one all_reduce per operand
 
 With a channel handle and global device ids, groups and pairs name partitions
@@ -44,6 +45,7 @@ from pmapc import dialect, hlo, ir, options
 from pmapc.errors import PipelineError
 from pmapc.mesh import axes_by_groups, groups_key
 from pmapc.options import DEFAULT_GROUP_FORM, GroupForm
+from pmapc.passes import ragged
 from pmapc.passes.base import Analyses, Analysis
 from pmapc.passes.combine_all_reduces import reduction_keys
 from pmapc.passes.op_index import OpIndex, index_of, op_index
@@ -99,6 +101,10 @@ class ToPartitionsPass:
         global_ids = ir.unit_attr()
         groups = GroupWriter(module, self.replica_groups, rewriter)
         for handle, op in enumerate(singles, start=self.first_channel):
+            if ragged.is_native(op):
+                config = ragged.with_channel(op, handle)
+                changed |= rewriter.set_attributes(op, {"backend_config": config})
+                continue
             values = {CHANNEL_HANDLE: ir.channel_handle_attr(handle)}
             if op.name in WITH_GLOBAL_DEVICE_IDS:
                 values[GLOBAL_DEVICE_IDS] = global_ids
@@ -232,6 +238,8 @@ def device_ops(index: OpIndex, pass_name: str) -> tuple[list, list]:
             device_ids.append(op)
         elif name in COLLECTIVES:
             check_groups_name_devices(op, pass_name)
+            collectives.append(op)
+        elif ragged.is_native(op):
             collectives.append(op)
         elif dialect.is_pmapc_op(op):
             raise still_named(op, pass_name)

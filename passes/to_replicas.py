@@ -18,7 +18,9 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from pmapc import ir
+from pmapc import dialect, ir
+from pmapc.errors import Category
+from pmapc.passes import ragged
 from pmapc.passes.base import Analyses, Analysis
 from pmapc.passes.combine_all_reduces import reduction_keys
 from pmapc.passes.op_index import index_of, op_index
@@ -46,6 +48,14 @@ class ToReplicasPass:
         device_ids, collectives = device_ops(index_of(module, analyses), self.name)
         changed = replace_device_ids(device_ids, "stablehlo.replica_id", rewriter)
         for op in collectives:
+            if ragged.is_native(op):
+                raise dialect.error_at(
+                    op,
+                    "XLA's ragged_all_to_all runs in partition form only (its groups name "
+                    "partitions; XLA crashes on one without a channel); use "
+                    "target=partitions, or lower it with ragged=expanded",
+                    Category.UNSUPPORTED,
+                )
             changed |= rewriter.drop_attributes(op, (CHANNEL_HANDLE, GLOBAL_DEVICE_IDS))
         changed |= expand_groups(module, collectives, rewriter)
         changed |= set_device_counts(module, rewriter, replicas=device_count(module), partitions=1)

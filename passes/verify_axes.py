@@ -123,6 +123,9 @@ def _check_collective(view: dialect.CollectiveView, scope: Chain) -> None:
         _check_axis_index(op)
         return
     operands, results = list(op.operands), list(op.results)
+    if view.collective.operands:
+        _check_fixed_operands(view, operands, results, group_size)
+        return
     if not operands or len(operands) != len(results):
         raise shape_error(
             op,
@@ -134,6 +137,45 @@ def _check_collective(view: dialect.CollectiveView, scope: Chain) -> None:
         raise shape_error(op, f"'{view.kind}' takes exactly one operand, got {len(operands)}")
     for operand, result in zip(operands, results):
         _check_result_type(view, operand.type, result.type, group_size)
+
+
+def _check_fixed_operands(view, operands: list, results: list, group_size: int) -> None:
+    """A kind of fixed operands and one result (ragged_all_to_all): their count, that
+    they are ranked tensors, the integer ones integers, the data ones (the first
+    two) of one element type, and the result's type."""
+    op, names = view.op, view.collective.operands
+    if len(operands) != len(names) or len(results) != 1:
+        raise shape_error(
+            op,
+            f"'{view.kind}' takes {len(names)} operands ({', '.join(names)}) and returns one "
+            f"result, got {len(operands)} operands and {len(results)} results",
+        )
+    types = [operand.type for operand in operands]
+    for name, type_ in zip(names, types):
+        if not ir.is_ranked_tensor(type_):
+            raise shape_error(op, f"'{view.kind}' works on ranked tensors, got {type_} for {name}")
+        if name in view.collective.integer_operands and not ir.is_integer_type(
+            ir.element_type_of(type_)
+        ):
+            raise shape_error(op, f"'{view.kind}' needs integer {name}, got {type_}")
+    data = ir.element_type_of(types[0])
+    if ir.element_type_of(types[1]) != data:
+        raise shape_error(
+            op,
+            f"'{view.kind}' writes {names[0]} {types[0]} into {names[1]} {types[1]}: "
+            "give them one element type",
+        )
+    try:
+        (shape,) = view.collective.result_shapes(
+            view.params, [ir.shape_of(t) for t in types], view.axes, group_size
+        )
+    except ShapeError as error:
+        raise shape_error(op, str(error)) from None
+    expected = ir.tensor_type(shape, data)
+    if results[0].type != expected:
+        raise shape_error(
+            op, f"'{view.kind}' returns {expected}, but the op says {results[0].type}"
+        )
 
 
 def _check_axis_index(op: ir.Operation) -> None:

@@ -35,15 +35,16 @@ from pmapc.lowering import (
     jax_frames,
     jax_messages,
     map_rules,
+    mesh_devices,
     placement,
     primitives,
     trace,
 )
 from pmapc.lowering.locations import at_user_call_site, from_traceback
-from pmapc.options import DEFAULT_GROUP_FORM, DEFAULT_TARGET, GroupForm, Target
+from pmapc.options import DEFAULT_GROUP_FORM, DEFAULT_TARGET, GroupForm, RaggedForm, Target
 from pmapc.stages import CallSignature, Lowered
 
-jax_frames.hide_from_locations(ir, pmapc.compiler, pmapc.lowering, pmapc.passes)
+jax_frames.hide_from_locations(pmapc, pmapc.compiler, pmapc.lowering, pmapc.passes)
 # An error in the user's program shows the user's frames, not pmapc's (nor JAX's);
 # JAX_TRACEBACK_FILTERING=off shows them all. The entry points below are the
 # boundaries where the frames are filtered (`jax_frames.api_boundary`).
@@ -397,13 +398,16 @@ def lower(
     *args,
     target: Target | str = DEFAULT_TARGET,
     replica_groups: GroupForm | str = DEFAULT_GROUP_FORM,
+    ragged: RaggedForm | str | None = None,
     **kwargs,
 ) -> Lowered:
     """Trace any function that calls `pmapc.pmap` (a plain function, a `jax.jit` of
     one, or a `pmapc.pmap` function) and run the passes for `target` ("partitions",
     what `jax.jit` runs, or "replicas"), writing replica groups in partition form as
     `replica_groups` says: "named" (mesh axes, where groups are whole axes) or
-    "dense" (device ids).
+    "dense" (device ids). `ragged` lowers a `ragged_all_to_all` as XLA's own op
+    ("native", which XLA runs on GPU and TPU) or as all_to_alls of padded slices
+    ("expanded", which every XLA runs); by default, native where the devices run it.
 
     Like `jax.make_jaxpr`, it stages the whole function: ops around the maps run
     on every device of the mesh. The result has the IR of every stage. Across
@@ -414,6 +418,7 @@ def lower(
     start = time.perf_counter()
     target = _option("target", Target, target)
     replica_groups = _option("replica_groups", GroupForm, replica_groups)
+    ragged_form = None if ragged is None else _option("ragged", RaggedForm, ragged)
     static_argnums: tuple[int, ...] = ()
     if isinstance(fun, MappedFunction):
         args, kwargs = fun._global_values(args, kwargs)
@@ -429,11 +434,14 @@ def lower(
         if isinstance(fun, MappedFunction)
         else None
     )
+    if ragged_form is None:
+        ragged_form = options.ragged_form_for(mesh_devices.platforms(devices, backend))
     compilation = driver.compile_traced(
         traced,
         getattr(fun, "__name__", "program"),
         target=target,
         replica_groups=replica_groups,
+        ragged=ragged_form,
         argument_names=names,
     )
     compilation.timings = {"trace": traced_at - start, **compilation.timings}

@@ -43,11 +43,13 @@ from pmapc.params import (
     Params,
     PpermuteParams,
     PsumScatterParams,
+    RaggedAllToAllParams,
     ReductionParams,
 )
 
-# (params, operand shape, "'model' (size 4)" for messages, group size) -> result shape
-ShapeRule = Callable[[Any, shapes.Shape, str, int], shapes.Shape]
+# (params, operand shape, "'model' (size 4)" for messages, group size) -> result shape;
+# for a kind of fixed `operands`, the shapes of all of them -> its one result's.
+ShapeRule = Callable[[Any, Any, str, int], shapes.Shape]
 JaxParamsReader = Callable[[Mapping[str, object]], dict[str, object]]
 
 INDEX_GROUPS_NAME = "axis_index_groups"
@@ -92,6 +94,12 @@ class Collective:
     # and target pairs, no replica groups): every device of the mesh must reach it,
     # not only those of one group.
     spans_mesh: bool = False
+    # The names of its operands where it takes a fixed set of them and returns one
+    # result (ragged_all_to_all's six); empty: one result per operand, each operand
+    # shaped on its own by `shape_rule` (one operand, or several for a reduction).
+    operands: tuple[str, ...] = ()
+    # The operands that must be integers (ragged_all_to_all's offsets and sizes).
+    integer_operands: tuple[str, ...] = ()
 
     @property
     def target(self) -> str:
@@ -135,11 +143,28 @@ class Collective:
     def result_shape(
         self, params: Params, shape: shapes.Shape, axes: Sequence[str], group_size: int
     ) -> shapes.Shape:
-        """The result shape over `axes`, a group of `group_size` devices; ShapeError if
-        the operand does not fit the parameters, index groups included."""
+        """The result shape over `axes`, a group of `group_size` devices, of a kind
+        that shapes each operand on its own; ShapeError if the operand does not fit
+        the parameters, index groups included."""
+        assert not self.operands, f"'{self.kind}' is shaped by all its operands"
+        return self.result_shapes(params, (shape,), axes, group_size)[0]
+
+    def result_shapes(
+        self,
+        params: Params,
+        operand_shapes: Sequence[shapes.Shape],
+        axes: Sequence[str],
+        group_size: int,
+    ) -> tuple[shapes.Shape, ...]:
+        """The shapes of the results of an op of this kind whose operands have
+        `operand_shapes`, over `axes`, a group of `group_size` devices; ShapeError if
+        they do not fit the parameters, index groups included."""
         self.check_index_groups(params, axes, group_size)
         where = shapes.describe_axes(axes, group_size, params.index_groups)
-        return self.shape_rule(params, shape, where, self.acting_size(params, group_size))
+        size = self.acting_size(params, group_size)
+        if self.operands:
+            return (self.shape_rule(params, tuple(operand_shapes), where, size),)
+        return tuple(self.shape_rule(params, shape, where, size) for shape in operand_shapes)
 
     def params_from_jax(self, jax_params: Mapping[str, object]) -> Params:
         """This kind's parameters, read from its JAX primitive's parameters."""
@@ -223,6 +248,14 @@ PPERMUTE = Collective(
     read_jax_params=_ppermute_from_jax,
     spans_mesh=True,
 )
+RAGGED_ALL_TO_ALL = Collective(
+    "ragged_all_to_all",
+    RaggedAllToAllParams,
+    shapes.ragged_all_to_all_shape,
+    jax_primitive="ragged_all_to_all_p",
+    operands=shapes.RAGGED_OPERANDS,
+    integer_operands=shapes.RAGGED_OPERANDS[2:],
+)
 AXIS_INDEX = Collective(
     "axis_index",
     NoParams,
@@ -239,6 +272,7 @@ ALL: tuple[Collective, ...] = (
     ALL_GATHER,
     PSUM_SCATTER,
     ALL_TO_ALL,
+    RAGGED_ALL_TO_ALL,
     PPERMUTE,
     AXIS_INDEX,
 )

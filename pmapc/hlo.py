@@ -289,3 +289,71 @@ def reduce_dims(b: Builder, value: ir.Value, dims: Sequence[int], reducer: str) 
 def broadcast_scalar(b: Builder, scalar: ir.Value, result_type: ir.Type) -> ir.Value:
     attributes = {"broadcast_dimensions": ir.dense_i64_array_attr([])}
     return b.create("stablehlo.broadcast_in_dim", [scalar], [result_type], attributes).result
+
+
+def concatenate(b: Builder, values: Sequence[ir.Value], dim: int) -> ir.Value:
+    """stablehlo.concatenate of `values` (one element type, equal but for `dim`) along `dim`."""
+    shapes = [ir.shape_of(v.type) for v in values]
+    first = shapes[0]
+    _check(
+        all(
+            len(s) == len(first) and s[:dim] == first[:dim] and s[dim + 1 :] == first[dim + 1 :]
+            for s in shapes
+        ),
+        f"concatenate along {dim} of {[str(v.type) for v in values]}: the other dimensions differ",
+    )
+    shape = list(first)
+    shape[dim] = sum(s[dim] for s in shapes)
+    result_type = ir.tensor_type(shape, ir.element_type_of(values[0].type))
+    attributes = {"dimension": ir.i64_attr(dim)}
+    return b.create("stablehlo.concatenate", list(values), [result_type], attributes).result
+
+
+def iota(b: Builder, type_: ir.Type, dim: int) -> ir.Value:
+    """stablehlo.iota: each element its index along `dim`."""
+    return b.create("stablehlo.iota", [], [type_], {"iota_dimension": ir.i64_attr(dim)}).result
+
+
+def broadcast_in_dim(
+    b: Builder, value: ir.Value, result_type: ir.Type, dims: Sequence[int]
+) -> ir.Value:
+    """stablehlo.broadcast_in_dim: `value`'s dimension i becomes the result's `dims[i]`."""
+    _check(
+        len(dims) == len(ir.shape_of(value.type)),
+        f"broadcast_in_dim of {value.type} to {result_type} with dimensions {list(dims)}",
+    )
+    attributes = {"broadcast_dimensions": ir.dense_i64_array_attr(dims)}
+    return b.create("stablehlo.broadcast_in_dim", [value], [result_type], attributes).result
+
+
+def dynamic_update_slice(
+    b: Builder, value: ir.Value, update: ir.Value, starts: Sequence[ir.Value]
+) -> ir.Value:
+    """`value` with `update` written at `starts` (clamped to fit, as StableHLO does)."""
+    shape, update_shape = ir.shape_of(value.type), ir.shape_of(update.type)
+    _check(
+        len(starts) == len(shape) == len(update_shape)
+        and all(u <= d for u, d in zip(update_shape, shape)),
+        f"dynamic_update_slice of {value.type} with {update.type} at {len(starts)} start(s)",
+    )
+    op = b.create("stablehlo.dynamic_update_slice", [value, update, *starts], [value.type])
+    return op.result
+
+
+def slice_rows(b: Builder, value: ir.Value, start: int, stop: int) -> ir.Value:
+    """Rows `start` to `stop` (a static stablehlo.slice of the leading dimension)."""
+    shape = list(ir.shape_of(value.type))
+    _check(0 <= start <= stop <= shape[0], f"rows {start}:{stop} of {value.type}")
+    limits = [stop, *shape[1:]]
+    attributes = {
+        "start_indices": ir.dense_i64_array_attr([start] + [0] * (len(shape) - 1)),
+        "limit_indices": ir.dense_i64_array_attr(limits),
+        "strides": ir.dense_i64_array_attr([1] * len(shape)),
+    }
+    result_type = ir.tensor_type([stop - start, *shape[1:]], ir.element_type_of(value.type))
+    return b.create("stablehlo.slice", [value], [result_type], attributes).result
+
+
+def element(b: Builder, vector: ir.Value, index: int) -> ir.Value:
+    """Entry `index` of a rank-1 `vector`, as a scalar."""
+    return reshape(b, slice_rows(b, vector, index, index + 1), [])

@@ -95,5 +95,10 @@ class AllToAllParams(Grouped):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class RaggedAllToAllParams(Grouped):
+    """ragged_all_to_all's (only index groups: its offsets and sizes are operands)."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class PpermuteParams(Params):
     perm: tuple[tuple[int, int], ...] = dataclasses.field(metadata=_ir(list))

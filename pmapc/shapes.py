@@ -19,6 +19,7 @@ from pmapc.params import (
     NoParams,
     PpermuteParams,
     PsumScatterParams,
+    RaggedAllToAllParams,
     ReductionParams,
 )
 
@@ -206,6 +207,56 @@ def ppermute_shape(params: PpermuteParams, shape: Shape, where: str, n: int) -> 
         sources.add(src)
         targets.add(dst)
     return shape
+
+
+# ragged_all_to_all's operands, in order (JAX's names).
+RAGGED_OPERANDS = (
+    "operand",
+    "output",
+    "input_offsets",
+    "send_sizes",
+    "output_offsets",
+    "recv_sizes",
+)
+
+
+def ragged_all_to_all_shape(
+    params: RaggedAllToAllParams, operands: Sequence[Shape], where: str, n: int
+) -> Shape:
+    """The output's shape, once the operands fit: `operand` and `output` of one rank
+    (at least 1) and the same trailing dimensions; the four offset and size vectors
+    of one length K, a multiple of n (K / n slices go to each device of the group)."""
+    kind = "'ragged_all_to_all' over " + where
+    if len(operands) != len(RAGGED_OPERANDS):
+        raise ShapeError(
+            f"{kind} takes {len(RAGGED_OPERANDS)} operands ({', '.join(RAGGED_OPERANDS)}), "
+            f"got {len(operands)}"
+        )
+    operand, output, *vectors = operands
+    if not operand or len(operand) != len(output) or operand[1:] != output[1:]:
+        raise ShapeError(
+            f"{kind} sends rows of operand {list(operand)} into output {list(output)}: they "
+            "need one rank (at least 1) and the same dimensions after the first; reshape "
+            "them to [rows, ...] with the same row shape"
+        )
+    for name, shape in zip(RAGGED_OPERANDS[2:], vectors):
+        if len(shape) != 1 or shape[0] < 1:
+            raise ShapeError(
+                f"{kind} needs {name} of rank 1 with at least one entry, got shape "
+                f"{list(shape)}; pass one entry per slice"
+            )
+    lengths = sorted({shape[0] for shape in vectors})
+    if len(lengths) > 1:
+        listed = ", ".join(
+            f"{name} {shape[0]}" for name, shape in zip(RAGGED_OPERANDS[2:], vectors)
+        )
+        raise ShapeError(f"{kind} needs offsets and sizes of one length, got {listed}")
+    if lengths[0] % n != 0:
+        raise ShapeError(
+            f"{kind} has {lengths[0]} slices, not a multiple of the group's {n} devices; "
+            f"pass {n} x (slices per device) offsets and sizes"
+        )
+    return tuple(output)
 
 
 def axis_index_shape(params: NoParams, shape: Shape, where: str, n: int) -> Shape:

@@ -70,6 +70,11 @@ def is_complex_type(type_: ir.Type) -> bool:
     return isinstance(type_, ir.ComplexType)
 
 
+def is_integer_type(type_: ir.Type) -> bool:
+    """An integer element type (signless, signed or unsigned; i1 included)."""
+    return isinstance(type_, ir.IntegerType)
+
+
 def is_float_type(type_: ir.Type) -> bool:
     return isinstance(type_, ir.FloatType)
 

@@ -29,6 +29,9 @@ JAX_CALLS = {
     "all_gather": lambda x: jax.lax.all_gather(x, AXIS, axis=1, tiled=True),
     "psum_scatter": lambda x: jax.lax.psum_scatter(x, AXIS, scatter_dimension=0, tiled=True),
     "all_to_all": lambda x: jax.lax.all_to_all(x, AXIS, 0, 1, tiled=True),
+    "ragged_all_to_all": lambda x: jax.lax.ragged_all_to_all(
+        x, x[:3], *[jnp.zeros(AXIS_SIZE, jnp.int32)] * 4, axis_name=AXIS
+    ),
     "ppermute": lambda x: jax.lax.ppermute(x, AXIS, [(0, 1), (1, 2), (2, 0)]),
     "axis_index": lambda x: jax.lax.axis_index(AXIS),
 }
@@ -87,7 +90,8 @@ def test_result_rule_agrees_with_jax(kind):
     assert collective.shape_rule.__module__ == "pmapc.shapes"
     equation = traced_equation(collective)
     params = collective.params_from_jax(equation.params)
-    shape = collective.result_shape(params, OPERAND.shape, (AXIS,), AXIS_SIZE)
+    operands = [tuple(v.aval.shape) for v in equation.invars] or [OPERAND.shape]
+    (shape, *_) = collective.result_shapes(params, operands, (AXIS,), AXIS_SIZE)
     assert shape == equation.outvars[0].aval.shape
 
 

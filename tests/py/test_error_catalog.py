@@ -268,21 +268,17 @@ def test_a_warm_call_refuses_what_a_first_call_refuses(settings, good, bad, erro
     raises_at_call(error_type, lambda: f(*bad), keyword)
 
 
-def ragged_all_to_all(y):
-    sizes = jax.numpy.ones(4, np.int32)
-    offsets = jax.numpy.arange(4, dtype=np.int32)
-    return jax.lax.ragged_all_to_all(y, y, offsets, sizes, offsets, sizes, axis_name="model")
+def pcast(y):
+    return jax.lax.pcast(y, "model", to="varying")
 
 
-def test_unsupported_collective_is_refused_at_its_line():
-    # A real collective (XLA:CPU cannot run it), not a marker: never an identity.
-    line = inspect.getsourcelines(ragged_all_to_all)[1] + 3
+def test_unsupported_named_axis_primitive_is_refused_at_its_line():
+    line = inspect.getsourcelines(pcast)[1] + 1
     raises_at_line(
         pmapc.UnsupportedError,
-        lambda: nest(ragged_all_to_all)(X),
+        lambda: nest(pcast)(X),
         line,
-        "'ragged_all_to_all' over 'model' is not supported inside pmapc.pmap",
-        "use jax.lax.all_to_all",
+        "pcast or pvary is not needed",
     )
 
 

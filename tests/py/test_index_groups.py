@@ -157,6 +157,9 @@ GROUPED_CALLS = {
         x, "i", scatter_dimension=1, tiled=True, axis_index_groups=SCATTERED_PAIRS_8
     ),
     "all_to_all": lambda x: lax.all_to_all(x, "i", 0, 1, tiled=True, axis_index_groups=HALVES_8),
+    "ragged_all_to_all": lambda x: lax.ragged_all_to_all(
+        x, x[:3], *[jnp.zeros(4, jnp.int32)] * 4, axis_name="i", axis_index_groups=HALVES_8
+    ),
 }
 OPERAND = jnp.zeros((4, 8), jnp.float32)
 
@@ -181,7 +184,8 @@ def test_result_rule_with_index_groups_agrees_with_jax(kind):
     groups = params.axis_index_groups
     assert groups == tuple(tuple(g) for g in equation.params["axis_index_groups"])
     assert all(type(index) is int for group in groups for index in group)
-    shape = collective.result_shape(params, OPERAND.shape, ("i",), 8)
+    operands = [tuple(v.aval.shape) for v in equation.invars]
+    (shape, *_) = collective.result_shapes(params, operands, ("i",), 8)
     assert shape == equation.outvars[0].aval.shape
 
 
