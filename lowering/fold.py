@@ -316,11 +316,23 @@ class _Frame(Positions):
         batch = tuple(sorted({i for value in args for i in value.batch}))
         if not batch:
             return [Value(x) for x in jax_api.bind_equation(eqn, [v.array for v in args])]
+        if eqn.primitive in jax_api.BATCH_EVERY_OPERAND:
+            return self._batched_once(eqn, args, batch)
         fun = lambda *xs: jax_api.bind_equation(eqn, xs)  # noqa: E731
         for axis in reversed(batch):
             fun = jax.vmap(fun, in_axes=tuple(0 if axis in v.batch else None for v in args))
         # each vmap strips its axis from the operands that have it
         return [Value(x, batch) for x in fun(*[v.array for v in args])]
+
+    def _batched_once(self, eqn, args: list[Value], batch: tuple[int, ...]) -> list[Value]:
+        """`batched` for a primitive whose batching rule takes only operands all batched
+        at dimension 0, once (ragged_dot's: nested vmaps of it fail in JAX 0.10 to
+        0.12): every operand over all of `batch`, its positions flattened, one vmap."""
+        arrays = [self.with_batch(value, *batch).array for value in args]
+        sizes = tuple(self.axes[i].local for i in batch)
+        flat = [jnp.reshape(a, (-1, *np.shape(a)[len(batch) :])) for a in arrays]
+        outs = jax.vmap(lambda *xs: jax_api.bind_equation(eqn, xs))(*flat)
+        return [Value(jnp.reshape(out, (*sizes, *np.shape(out)[1:])), batch) for out in outs]
 
     def _holds_folded(self, eqn) -> bool:
         """Whether a jaxpr inside `eqn` holds a map or names an axis folded here."""

@@ -28,7 +28,7 @@ from jax import lax
 from pmapc import collectives, dialect, folding
 from pmapc.collectives import Collective
 from pmapc.errors import ShapeError, UnsupportedError
-from pmapc.lowering import jax_api, primitives
+from pmapc.lowering import fold_ragged, jax_api, primitives
 from pmapc.lowering.fold_values import Positions, Value, located, merge_dims, slice_in_dim
 
 # A rule: (the body's positions, the equation, its operands) -> its results.
@@ -89,11 +89,11 @@ def _checked_params(frame: Positions, eqn, collective: Collective):
     if indices and len(indices) == len(resolved):  # (a jax.vmap's axes: no group to check)
         labels = tuple(dialect.axis_label(frame.axes[i].name) for i in indices)
         size = math.prod(frame.axes[i].size for i in indices)
-        for var in eqn.invars:
-            try:
-                collective.result_shape(params, tuple(var.aval.shape), labels, size)
-            except ShapeError as error:
-                raise located(eqn, error) from None
+        operands = [tuple(var.aval.shape) for var in eqn.invars]
+        try:
+            collective.result_shapes(params, operands, labels, size)
+        except ShapeError as error:
+            raise located(eqn, error) from None
     return params
 
 
@@ -141,17 +141,23 @@ def _gathered(frame: Positions, group: _Group, value: Value, compute) -> Value:
     the group's positions on other devices gathered (none when the group lies within
     the device's block), then `compute(members, index in the group)` at each folded
     position."""
+    return _gathered_many(frame, group, [value], lambda members, i: compute(members[0], i))
+
+
+def _gathered_many(frame: Positions, group: _Group, values: list[Value], compute) -> Value:
+    """`_gathered` of a collective of several operands (ragged_all_to_all's): each
+    operand's members, `compute(list of members, index in the group)`."""
     folded = [i for i in group.indices if frame.axes[i].local > 1]
-    value = frame.with_batch(value, *folded)
-    members = _members(frame, group, value)
-    others = tuple(i for i in value.batch if i not in folded)
-    batch = tuple(sorted({*others, *folded}))
+    batch = tuple(sorted({*folded, *(i for value in values for i in value.batch)}))
+    values = [frame.with_batch(value, *batch) for value in values]
+    members = [_members(frame, group, value) for value in values]
+    others = tuple(i for i in batch if i not in folded)
     sizes = tuple(frame.axes[i].local for i in batch)
     static = _static_group_index(frame, group, batch)
     if static is not None:
         # a group within the device's block: each position's index in it is known, so
         # its result is slices of the members (no collective, no gather)
-        flat = jnp.reshape(members, (-1, *np.shape(members)[len(others) :]))
+        flat = [jnp.reshape(m, (-1, *np.shape(m)[len(others) :])) for m in members]
         other_sizes = [frame.axes[i].local for i in others]
         outs = []
         for position in np.ndindex(*sizes):
@@ -160,12 +166,12 @@ def _gathered(frame: Positions, group: _Group, value: Value, compute) -> Value:
                 if others
                 else 0
             )
-            outs.append(compute(flat[row], int(static[position])))
+            outs.append(compute([f[row] for f in flat], int(static[position])))
         return Value(jnp.reshape(jnp.stack(outs), (*sizes, *np.shape(outs[0]))), batch)
     index = frame.with_batch(_group_index(frame, group), *batch)
     # the members (over the other axes' batch) at each position of the full batch
-    spread = frame.with_batch(Value(members, others), *batch)
-    flat_members = jnp.reshape(spread.array, (-1, *np.shape(spread.array)[len(batch) :]))
+    spread = [frame.with_batch(Value(m, others), *batch).array for m in members]
+    flat_members = [jnp.reshape(a, (-1, *np.shape(a)[len(batch) :])) for a in spread]
     flat_index = jnp.reshape(index.array, (-1,))
     out = jax.vmap(compute)(flat_members, flat_index)
     return Value(jnp.reshape(out, (*sizes, *np.shape(out)[1:])), batch)
@@ -598,6 +604,21 @@ def _axis_index_rule(frame: Positions, eqn, args: list[Value]) -> list[Value]:
     return [_group_index(frame, group)]
 
 
+def _ragged_rule(frame: Positions, eqn, args: list[Value]) -> list[Value]:
+    """ragged_all_to_all: each position's writes from its group's operands
+    (lowering/fold_ragged.py), the members on other devices gathered."""
+    collective = collectives.RAGGED_ALL_TO_ALL
+    params = _checked_params(frame, eqn, collective)
+    group = _group(frame, eqn, collective)
+    select = _index_group(params.index_groups, group.size(frame))
+
+    def compute(members, index):
+        chosen = [select(m, index) for m in members]
+        return fold_ragged.receive([m for m, _ in chosen], chosen[0][1])
+
+    return [_gathered_many(frame, group, args, compute)]
+
+
 # ----------------------------------------------------------------------------
 # Primitives that are no collective of pmapc's
 
@@ -641,6 +662,7 @@ RULES: dict[Collective, Rule] = {
         collectives.PSUM_SCATTER, _scattered_members, _psum_scattered
     ),
     collectives.ALL_TO_ALL: _members_rule(collectives.ALL_TO_ALL, _all_to_all_members, _all_to_all),
+    collectives.RAGGED_ALL_TO_ALL: _ragged_rule,
     collectives.PPERMUTE: _ppermute_rule,
     collectives.AXIS_INDEX: _axis_index_rule,
 }

@@ -46,6 +46,7 @@ from jax._src.array import ArrayImpl as _ArrayImpl
 from jax._src.interpreters import ad as _ad
 from jax._src.interpreters import batching as _batching
 from jax._src.interpreters import partial_eval as _pe
+from jax._src.lax import lax as _lax
 from jax._src.lax import parallel as _parallel
 from jax.extend.core import Primitive
 from jax.interpreters import ad as _ad_public
@@ -525,6 +526,11 @@ def tracing_is_idle() -> bool:
 
 # ----------------------------------------------------------------------------
 # Folding a nest onto fewer devices (lowering/fold.py)
+
+# Primitives whose batching rule takes only operands that are all batched, at
+# dimension 0 (ragged_dot's: "ragged_dot vmap over any dim but 0 - NYI", 0.10 to 0.12):
+# the fold broadcasts every operand over the positions any one varies over.
+BATCH_EVERY_OPERAND = frozenset((_lax.ragged_dot_general_p,))
 
 Literal = jax.extend.core.Literal
 DropVar = jax.extend.core.DropVar

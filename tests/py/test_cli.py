@@ -426,6 +426,7 @@ def test_a_reader_that_leaves_ends_the_command_quietly():
     [
         ("quickstart.py", "agrees with numpy: True"),
         ("mlp_training.py", "weights agree with single-device training: True"),
+        ("moe.py", "weights agree with the dense computation: True"),
     ],
 )
 def test_examples_run(example, expected):

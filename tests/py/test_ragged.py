@@ -220,3 +220,74 @@ def test_an_unknown_ragged_form_is_refused():
     args = make_args(GRID, groups_over(GRID, ("model",)))
     with pytest.raises(ArgumentError, match="ragged= takes 'native' or 'expanded'"):
         pmapc.lower(nest("model"), *args.operands(), ragged="padded")
+
+
+# -- folded onto fewer devices ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("count", [1, 2])
+@pytest.mark.parametrize(
+    ("axes", "index_groups"),
+    [
+        (("model",), None),
+        (("data",), None),
+        (("data", "model"), None),
+        (("model",), [[0, 3], [1, 2]]),
+    ],
+    ids=["model", "data", "data-model", "model-groups"],
+)
+def test_folded(count, axes, index_groups):
+    """On `count` devices a group within a device's block becomes local writes; one
+    across devices gathers its members first."""
+    args = make_args(GRID, groups_over(GRID, axes, index_groups), slices_per_peer=2, seed=14)
+    with pmapc.fold_onto(jax.devices()[:count]):
+        check(args, nest(axes, index_groups))
+
+
+def test_folded_gradient():
+    args = make_args(GRID, groups_over(GRID, ("model",)), feature=(2,), max_size=2, seed=15)
+    weights = np.random.default_rng(2).normal(size=args.output.shape).astype(np.float32)
+    step = nest("model")
+
+    def loss(operand):
+        return jnp.sum(step(operand, *args.operands()[1:]) * weights)
+
+    with pmapc.fold_onto(jax.devices()[:2]):
+        grad = jax.jit(jax.grad(loss))(args.operand)
+    want = linear_map(args).T @ weights.reshape(-1)
+    np.testing.assert_allclose(grad.reshape(-1), want[: args.operand.size], atol=1e-5)
+
+
+# -- jax.lax.ragged_dot, the grouped matmul of expert MLPs ------------------------------
+
+
+def ragged_dot_reference(lhs, rhs, group_sizes):
+    """Rows of `lhs` in consecutive groups of `group_sizes`, group g times rhs[g];
+    rows after the last group are zeros."""
+    out = np.zeros((*lhs.shape[:-1], rhs.shape[-1]), np.float32)
+    for index in np.ndindex(*lhs.shape[:-2]):
+        start = 0
+        for group, size in enumerate(group_sizes[index]):
+            out[index][start : start + size] = lhs[index][start : start + size] @ rhs[index][group]
+            start += size
+    return out
+
+
+@pytest.mark.parametrize("count", [None, 1, 2], ids=["unfolded", "folded-1", "folded-2"])
+def test_ragged_dot_in_a_nest(count):
+    rng = np.random.default_rng(16)
+    lhs = rng.normal(size=(*GRID, 10, 3)).astype(np.float32)
+    rhs = rng.normal(size=(GRID[1], 3, 3, 5)).astype(np.float32)  # 3 groups per model device
+    sizes = rng.integers(0, 4, size=(*GRID, 3)).astype(np.int32)
+
+    @partial(pmapc.pmap, axis_name="data", in_axes=(0, None, 0))
+    def grouped(lhs, rhs, sizes):
+        return pmapc.pmap(jax.lax.ragged_dot, axis_name="model")(lhs, rhs, sizes)
+
+    want = ragged_dot_reference(lhs, np.broadcast_to(rhs, (*GRID, 3, 3, 5)), sizes)
+    if count is None:
+        got = grouped(lhs, rhs, sizes)
+    else:
+        with pmapc.fold_onto(jax.devices()[:count]):
+            got = grouped(lhs, rhs, sizes)
+    np.testing.assert_allclose(np.asarray(got), want, atol=1e-5)
