@@ -90,7 +90,7 @@ def expanded(
     starts = [_index(b, input_offsets, i) for i in range(slices)]
     stacked = _pack(b, operand, starts)
     received = _all_to_all(b, stacked, groups, count, {RAGGED_ROWS: ir.i64_attr(rows)})
-    offsets = _all_to_all(b, hlo.convert(b, output_offsets, ir.i32_type()), groups, count)
+    offsets = _all_to_all(b, _as_i32(b, output_offsets), groups, count)
     result = _padded(b, output, rows)
     zero = hlo.constant(b, ir.scalar_i32_attr(0), index_type)
     for j in range(slices):
@@ -102,12 +102,14 @@ def expanded(
 
 def _index(b: Builder, vector: ir.Value, i: int) -> ir.Value:
     """Entry `i` of an integer vector, as an i32 scalar (the type of every start)."""
-    value = hlo.element(b, vector, i)
-    return (
-        value
-        if ir.element_type_of(value.type) == ir.i32_type()
-        else hlo.convert(b, value, ir.i32_type())
-    )
+    return _as_i32(b, hlo.element(b, vector, i))
+
+
+def _as_i32(b: Builder, value: ir.Value) -> ir.Value:
+    """`value` with i32 elements (converted if it has others)."""
+    if ir.element_type_of(value.type) == ir.i32_type():
+        return value
+    return hlo.convert(b, value, ir.i32_type())
 
 
 def _padded(b: Builder, value: ir.Value, rows: int) -> ir.Value:

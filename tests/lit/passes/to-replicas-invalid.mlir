@@ -50,3 +50,15 @@ module @channel_without_global_device_ids attributes {pmapc.mesh = {axis_names =
     return %0 : tensor<3xf32>
   }
 }
+
+// -----
+
+// XLA's ragged_all_to_all names partitions: replica form has none to name, and
+// XLA's conversion of one without a channel crashes the process.
+module @native_ragged_all_to_all attributes {pmapc.mesh = {axis_names = ["i"], axis_sizes = array<i64: 2>}} {
+  func.func public @main(%arg0: tensor<4xf32>, %arg1: tensor<6xf32>, %arg2: tensor<2xi32>) -> tensor<6xf32> {
+    // expected-error@+1 {{XLA's ragged_all_to_all runs in partition form only (its groups name partitions; XLA crashes on one without a channel); use target=partitions, or lower it with ragged=expanded}}
+    %0 = stablehlo.custom_call @ragged_all_to_all(%arg0, %arg1, %arg2, %arg2, %arg2, %arg2) {api_version = 4 : i32, backend_config = {replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>}} : (tensor<4xf32>, tensor<6xf32>, tensor<2xi32>, tensor<2xi32>, tensor<2xi32>, tensor<2xi32>) -> tensor<6xf32>
+    return %0 : tensor<6xf32>
+  }
+}

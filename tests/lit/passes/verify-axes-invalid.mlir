@@ -482,7 +482,7 @@ module @unknown_pmapc_target {
     return %0 : tensor<2xf32>
   }
   func.func private @body(%arg0: tensor<f32>) -> tensor<f32> {
-    // expected-error@+1 {{unknown pmapc op 'pmapc.foo'; expected one of 'pmapc.map', 'pmapc.psum', 'pmapc.pmax', 'pmapc.pmin', 'pmapc.all_gather', 'pmapc.psum_scatter', 'pmapc.all_to_all', 'pmapc.ppermute', 'pmapc.axis_index'}}
+    // expected-error@+1 {{unknown pmapc op 'pmapc.foo'; expected one of 'pmapc.map', 'pmapc.psum', 'pmapc.pmax', 'pmapc.pmin', 'pmapc.all_gather', 'pmapc.psum_scatter', 'pmapc.all_to_all', 'pmapc.ragged_all_to_all', 'pmapc.ppermute', 'pmapc.axis_index'}}
     %0 = stablehlo.custom_call @pmapc.foo(%arg0) {api_version = 4 : i32, backend_config = {axes = ["i"]}} : (tensor<f32>) -> tensor<f32>
     return %0 : tensor<f32>
   }
