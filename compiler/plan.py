@@ -44,6 +44,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import itertools
+import math
 import os
 from collections.abc import Iterator, Sequence
 from typing import Protocol
@@ -363,8 +364,9 @@ def _step(
     payload = max(sum(operands), sum(results))
     parts = tuple(map(max, operands, results)) if len(operands) == len(results) else (payload,)
     bound = None
-    if padded_rows is not None:  # [slices, rows, ...] padded; ragged: `rows` in all
-        bound = payload // ir.shape_of(op.operands[0].type)[0]
+    if padded_rows is not None:  # [slices, rows, ...] padded; ragged: `padded_rows` in all
+        rows = math.prod(ir.shape_of(op.operands[0].type)[:2])
+        bound = payload // rows * ir.as_int(padded_rows)
     return Step(kind, axes, groups, payload, parts, executions, unknown, _loc(op), bound)
 
 

@@ -53,14 +53,16 @@ def exclusive_cumsum(sizes, axis=0):
 
 
 def moe_layer(router, w1, w2, x):
-    """One device: its tokens `x` [TOKENS, D_MODEL], its experts' weights `w1`
-    [EXPERTS_PER_DEVICE, D_MODEL, HIDDEN] and `w2`; the layer's output for its tokens."""
+    """One device: its tokens `x` [tokens, d_model], its experts' weights `w1`
+    [experts per device, d_model, hidden] and `w2`; the layer's output for its tokens."""
+    tokens, d_model = x.shape
+    devices, per_device = lax.axis_size("expert"), w1.shape[0]
     experts, gates = route(router, x)
-    chosen = experts.reshape(-1)  # [TOKENS * TOP_K]: one row per (token, choice)
+    chosen = experts.reshape(-1)  # [tokens * TOP_K]: one row per (token, choice)
     order = jnp.argsort(chosen, stable=True)  # rows sorted by expert: by device too
     rows = x[order // TOP_K]
-    per_expert = jnp.bincount(chosen, length=EXPERTS)
-    send_sizes = per_expert.reshape(EXPERT_DEVICES, EXPERTS_PER_DEVICE).sum(axis=1)
+    per_expert = jnp.bincount(chosen, length=devices * per_device)
+    send_sizes = per_expert.reshape(devices, per_device).sum(axis=1)
     # Where each slice lands: after what the devices before this one send there.
     every = lax.all_gather(send_sizes, "expert")  # [source, target]
     me = lax.axis_index("expert")
@@ -69,19 +71,13 @@ def moe_layer(router, w1, w2, x):
     input_offsets = exclusive_cumsum(send_sizes)
     exchange = (input_offsets, send_sizes, output_offsets, recv_sizes)
 
-    capacity = TOKENS * TOP_K * EXPERT_DEVICES  # every token of the column, at most
+    capacity = tokens * TOP_K * devices  # every token of the column, at most
     received = lax.ragged_all_to_all(
-        rows, jnp.zeros((capacity, D_MODEL), x.dtype), *exchange, axis_name="expert"
+        rows, jnp.zeros((capacity, d_model), x.dtype), *exchange, axis_name="expert"
     )
-    padding = jnp.full((capacity,), EXPERTS, chosen.dtype)  # an expert no device has
+    padding = jnp.full((capacity,), devices * per_device, chosen.dtype)  # no device's
     which = lax.ragged_all_to_all(chosen[order], padding, *exchange, axis_name="expert")
-    local = which - me * EXPERTS_PER_DEVICE
-    local = jnp.where((local >= 0) & (local < EXPERTS_PER_DEVICE), local, EXPERTS_PER_DEVICE)
-    grouping = jnp.argsort(local, stable=True)
-    group_sizes = jnp.bincount(local, length=EXPERTS_PER_DEVICE + 1)[:EXPERTS_PER_DEVICE]
-    hidden = jax.nn.gelu(lax.ragged_dot(received[grouping], w1, group_sizes))
-    computed = lax.ragged_dot(hidden, w2, group_sizes)
-    results = jnp.zeros_like(computed).at[grouping].set(computed)
+    results = local_experts(w1, w2, received, which - me * per_device)
 
     # Back to the tokens' devices: each received slice to where its rows came from.
     returned_offsets = lax.all_gather(input_offsets, "expert")[:, me]
@@ -94,22 +90,33 @@ def moe_layer(router, w1, w2, x):
         send_sizes,
         axis_name="expert",
     )
-    per_choice = jnp.zeros_like(back).at[order].set(back).reshape(TOKENS, TOP_K, D_MODEL)
+    per_choice = jnp.zeros_like(back).at[order].set(back).reshape(tokens, TOP_K, d_model)
     return jnp.sum(gates[..., None] * per_choice, axis=1)
 
 
-def local_loss(router, w1, w2, x, y):
-    return jnp.mean((x + moe_layer(router, w1, w2, x) - y) ** 2)
+def local_experts(w1, w2, rows, local):
+    """Each row through the MLP of this device's expert `local[row]` (rows whose
+    `local` is none of this device's, padding, give zeros): the rows grouped by
+    expert, one `ragged_dot` per layer, then back in their order."""
+    per_device = w1.shape[0]
+    local = jnp.where((local >= 0) & (local < per_device), local, per_device)
+    grouping = jnp.argsort(local, stable=True)
+    group_sizes = jnp.bincount(local, length=per_device + 1)[:per_device]
+    hidden = jax.nn.gelu(lax.ragged_dot(rows[grouping], w1, group_sizes))
+    computed = lax.ragged_dot(hidden, w2, group_sizes)
+    return jnp.zeros_like(computed).at[grouping].set(computed)
 
 
-def local_step(router, w1, w2, x, y):
+def local_step(router, w1, w2, x, y, layer=moe_layer):
     """One device's step. Its gradient for its experts holds the tokens of its column
     routed to them (ragged_all_to_all's transpose brings their cotangents back); the
     loss is the mean over every device's, so the gradients are averaged over them."""
-    loss, (g_router, g1, g2) = jax.value_and_grad(local_loss, argnums=(0, 1, 2))(
-        router, w1, w2, x, y
-    )
-    devices = DATA * EXPERT_DEVICES
+
+    def local_loss(router, w1, w2):
+        return jnp.mean((x + layer(router, w1, w2, x) - y) ** 2)
+
+    loss, (g_router, g1, g2) = jax.value_and_grad(local_loss, argnums=(0, 1, 2))(router, w1, w2)
+    devices = lax.axis_size("data") * lax.axis_size("expert")
     g_router = lax.psum(g_router, ("data", "expert")) / devices
     g1, g2 = lax.psum((g1, g2), "data")
     return (
@@ -120,17 +127,25 @@ def local_step(router, w1, w2, x, y):
     )
 
 
-@partial(pmapc.pmap, axis_name="data", in_axes=(None, None, None, 0, 0), out_axes=(None,) * 4)
-def train_step(router, w1, w2, x, y):
-    """router [D_MODEL, EXPERTS] (shared); w1, w2 [EXPERT_DEVICES, EXPERTS_PER_DEVICE,
-    ...] (a column's experts per device); x, y [DATA, EXPERT_DEVICES, TOKENS, D_MODEL]."""
-    step = pmapc.pmap(
-        local_step,
-        axis_name="expert",
-        in_axes=(None, 0, 0, 0, 0),
-        out_axes=(None, 0, 0, None),
-    )
-    return step(router, w1, w2, x, y)
+def make_train_step(layer=moe_layer):
+    """The training step on the mesh, of the MoE layer `layer` (a device's function)."""
+
+    @partial(pmapc.pmap, axis_name="data", in_axes=(None, None, None, 0, 0), out_axes=(None,) * 4)
+    def train_step(router, w1, w2, x, y):
+        """router [D_MODEL, EXPERTS] (shared); w1, w2 [EXPERT_DEVICES, EXPERTS_PER_DEVICE,
+        ...] (a column's experts per device); x, y [DATA, EXPERT_DEVICES, TOKENS, D_MODEL]."""
+        step = pmapc.pmap(
+            partial(local_step, layer=layer),
+            axis_name="expert",
+            in_axes=(None, 0, 0, 0, 0),
+            out_axes=(None, 0, 0, None),
+        )
+        return step(router, w1, w2, x, y)
+
+    return train_step
+
+
+train_step = make_train_step()
 
 
 # -- the dense computation: every token times its experts' weights, on one device ----
@@ -152,13 +167,13 @@ def dense_step(router, w1, w2, x, y):
     return (*(p - LEARNING_RATE * g for p, g in zip((router, w1, w2), grads)), loss)
 
 
-def initial(seed: int = 0):
+def initial(seed: int = 0, tokens: int = TOKENS, d_model: int = D_MODEL, hidden: int = HIDDEN):
     """Weights, and a batch whose targets a small MoE can fit."""
     rng = np.random.default_rng(seed)
-    router = rng.normal(size=(D_MODEL, EXPERTS)).astype(np.float32)
-    w1 = rng.normal(size=(EXPERTS, D_MODEL, HIDDEN)).astype(np.float32) / np.sqrt(D_MODEL)
-    w2 = rng.normal(size=(EXPERTS, HIDDEN, D_MODEL)).astype(np.float32) / np.sqrt(HIDDEN)
-    x = rng.normal(size=(DATA, EXPERT_DEVICES, TOKENS, D_MODEL)).astype(np.float32)
+    router = rng.normal(size=(d_model, EXPERTS)).astype(np.float32)
+    w1 = rng.normal(size=(EXPERTS, d_model, hidden)).astype(np.float32) / np.sqrt(d_model)
+    w2 = rng.normal(size=(EXPERTS, hidden, d_model)).astype(np.float32) / np.sqrt(hidden)
+    x = rng.normal(size=(DATA, EXPERT_DEVICES, tokens, d_model)).astype(np.float32)
     y = x + np.tanh(x[..., ::-1]).astype(np.float32)
     return router, w1, w2, x, y
 

@@ -13,18 +13,19 @@ native    XLA's own op: `stablehlo.custom_call @ragged_all_to_all` with the
           partition form only (to-replicas refuses it: XLA's conversion of one
           without a channel crashes the process).
 
-expanded  collectives every XLA runs, moving each slice padded to the operand's
-          N rows:
-            pack     slice i = N rows of the operand (zero-padded below) from
-                     `input_offsets[i]`, stacked: [K, N, ...]
+expanded  collectives every XLA runs, moving each slice padded to R rows, the
+          operand's N or the output's M, whichever is fewer (a slice holds at
+          most the operand, and fits in the output):
+            pack     slice i = R rows of the operand (zero-padded below) from
+                     `input_offsets[i]`, stacked: [K, R, ...]
             exchange one all_to_all of the stacked slices, one of the output
                      offsets (each device then holds, for each slice it receives,
                      the offset it goes to)
             write    slice j's first `recv_sizes[j]` rows into `output` at its
                      offset, in order (a later slice writes over an earlier one)
-          It moves K * N rows per device where a ragged exchange moves at most N;
-          the padded all_to_all carries `pmapc.ragged_rows = N` so the plan can
-          say so.
+          It moves K * R rows per device where a ragged exchange moves at most
+          min(N, K * R); the padded all_to_all carries that bound as
+          `pmapc.ragged_rows` so the plan can say so.
 """
 
 from __future__ import annotations
@@ -36,8 +37,8 @@ from pmapc.rewriter import Builder
 
 # XLA's custom call target for the op (JAX's `_ragged_all_to_all_lowering`).
 NATIVE_TARGET = "ragged_all_to_all"
-# On the padded all_to_all of the expanded form: the rows (N) a ragged exchange moves
-# at most per device, for the communication plan.
+# On the padded all_to_all of the expanded form: the rows a ragged exchange moves at
+# most per device, for the communication plan.
 RAGGED_ROWS = "pmapc.ragged_rows"
 # The backend_config entries of the native form.
 REPLICA_GROUPS = "replica_groups"
@@ -82,14 +83,18 @@ def expanded(
     """The op as all_to_alls over `groups` (of `count` devices each) and local writes."""
     operand, output, input_offsets, send_sizes, output_offsets, recv_sizes = operands
     del send_sizes  # a receiver writes `recv_sizes` rows (the semantics say they agree)
-    rows = ir.shape_of(operand.type)[0]
+    operand_rows, output_rows = ir.shape_of(operand.type)[0], ir.shape_of(output.type)[0]
+    # A slice holds at most the operand's rows, and fits in the output.
+    rows = min(operand_rows, output_rows)
     if rows == 0:
-        return output  # nothing to send: every slice is empty
+        return output  # nothing to send, or nowhere to write it
     slices = ir.shape_of(input_offsets.type)[0]
     index_type = ir.tensor_type([], ir.i32_type())
     starts = [_index(b, input_offsets, i) for i in range(slices)]
-    stacked = _pack(b, operand, starts)
-    received = _all_to_all(b, stacked, groups, count, {RAGGED_ROWS: ir.i64_attr(rows)})
+    stacked = _pack(b, operand, starts, rows)
+    # What a ragged exchange would move at most: the operand, and no slice beyond `rows`.
+    ragged_rows = ir.i64_attr(min(operand_rows, slices * rows))
+    received = _all_to_all(b, stacked, groups, count, {RAGGED_ROWS: ragged_rows})
     offsets = _all_to_all(b, _as_i32(b, output_offsets), groups, count)
     result = _padded(b, output, rows)
     zero = hlo.constant(b, ir.scalar_i32_attr(0), index_type)
@@ -120,15 +125,16 @@ def _padded(b: Builder, value: ir.Value, rows: int) -> ir.Value:
     return hlo.concatenate(b, [value, zeros], 0)
 
 
-def _pack(b: Builder, operand: ir.Value, starts: list[ir.Value]) -> ir.Value:
-    """[K, N, ...]: for each start, the N rows of `operand` from it (zero-padded)."""
+def _pack(b: Builder, operand: ir.Value, starts: list[ir.Value], rows: int) -> ir.Value:
+    """[K, rows, ...]: for each start, `rows` rows of `operand` from it (zero-padded)."""
     shape = list(ir.shape_of(operand.type))
-    padded = _padded(b, operand, shape[0])
+    padded = _padded(b, operand, rows)
     index_type = ir.tensor_type([], ir.i32_type())
     zero = hlo.constant(b, ir.scalar_i32_attr(0), index_type)
     trailing = [zero] * (len(shape) - 1)
+    window = [rows, *shape[1:]]
     chunks = [
-        hlo.insert_unit_dim(b, hlo.dynamic_slice(b, padded, [start, *trailing], shape), 0)
+        hlo.insert_unit_dim(b, hlo.dynamic_slice(b, padded, [start, *trailing], window), 0)
         for start in starts
     ]
     return hlo.concatenate(b, chunks, 0) if len(chunks) > 1 else chunks[0]
