@@ -29,10 +29,11 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from pmapc import dialect, ir
 from pmapc.compiler import processes, xla
-from pmapc.errors import DeviceError, ShapeError
+from pmapc.errors import Category, DeviceError, ShapeError
 from pmapc.lowering import jax_api, mesh_devices
 from pmapc.mesh import Mesh
-from pmapc.options import Target
+from pmapc.options import NATIVE_RAGGED_PLATFORMS, Target
+from pmapc.passes import ragged
 from pmapc.passes.to_partitions import NUM_PARTITIONS, NUM_REPLICAS
 
 MAX_IN_FLIGHT = 4
@@ -176,6 +177,25 @@ def check_host_callbacks(module: ir.Module, count: int) -> None:
         )
 
 
+def check_native_ragged(module: ir.Module, devices: Sequence[xla.Device]) -> None:
+    """Refuse XLA's ragged_all_to_all (the native form) for devices whose XLA does
+    not run it (XLA:CPU has no ragged-all-to-all), where a compile would fail inside
+    XLA with UNIMPLEMENTED."""
+    platforms = {device.platform for device in devices}
+    if platforms <= NATIVE_RAGGED_PLATFORMS:
+        return
+    for function in ir.functions(module).values():
+        for _, op, _ in ir.walk_named(function, {"stablehlo.custom_call"}):
+            if ragged.is_native(op):
+                names = ", ".join(sorted(platforms - NATIVE_RAGGED_PLATFORMS))
+                raise dialect.error_at(
+                    op,
+                    f"XLA's ragged_all_to_all (the native form) does not run on {names}; "
+                    "lower it with ragged='expanded' (pmapc.lower's default there)",
+                    Category.UNSUPPORTED,
+                )
+
+
 class Executable:
     """A compiled program bound to its devices; call it with global arrays."""
 
@@ -187,6 +207,7 @@ class Executable:
         host_callbacks: Sequence = (),
     ):
         check_host_callbacks(module, len(host_callbacks))
+        check_native_ragged(module, devices)
         self.mesh = dialect.mesh_of(module)
         self.devices = list(devices)
         self.arguments, self.results = signatures(module, self.mesh)

@@ -13,13 +13,15 @@ How lower-collectives rewrites each kind is its table `RULES`, keyed by these
 records. Adding a kind is one record here (with what it does to the variance of
 values: `agrees_over_group`, `communicates`, `spans_mesh`, read by
 lowering/divergence.py and passes/variance.py), one rule there, a fold rule
-(lowering/fold.py), and their tests.
+(lowering/fold_rules.py), and their tests (CONTRIBUTING.md, "Adding a collective").
 
 Each kind's parameters are a frozen dataclass (`AllToAllParams` and so on) that
 rules read by attribute (`params.split_axis`); the kinds JAX lets split their
 group into `axis_index_groups` (psum, pmax, pmin, all_gather, psum_scatter,
-all_to_all) have `Grouped` parameters, and `Collective.result_shape` checks the
-groups and sizes the result by them.
+all_to_all, ragged_all_to_all) have `Grouped` parameters, and
+`Collective.result_shapes` checks the groups and sizes the results by them.
+ragged_all_to_all takes a fixed set of operands (`operands`), which its shape
+rule reads together.
 
 The records live here rather than in `dialect.py` because they hold no IR:
 the shape rules, the tracer's parameter reading and the tests use them

@@ -21,7 +21,7 @@ import jax
 
 from pmapc import ir
 from pmapc.compiler import driver, plan_xla, processes, runtime, xla
-from pmapc.errors import DeviceError
+from pmapc.errors import DeviceError, DiagnosticError, typed_error
 from pmapc.lowering import jax_api, jax_frames, trace
 from pmapc.lowering.locations import at_user_call_site
 
@@ -170,6 +170,8 @@ class Lowered(_Signed):
             )
         except DeviceError as error:
             raise at_user_call_site(error) from None
+        except DiagnosticError as error:  # the module refused for its devices
+            raise typed_error(error) from None
         return Compiled(executable, self.signature, self.compilation)
 
     def _stage_op(self, stage: str) -> ir.Operation:

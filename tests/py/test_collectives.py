@@ -100,6 +100,12 @@ def test_every_kind_has_a_lowering_rule():
     assert all(callable(rule) for rule in RULES.values())
 
 
+def test_every_kind_has_a_fold_rule():
+    from pmapc.lowering import fold_rules
+
+    assert set(fold_rules.RULES) == set(collectives.ALL)
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_reductions_have_reducers_with_identities(kind):
     collective = collectives.BY_KIND[kind]

@@ -176,6 +176,13 @@ def test_native_form_is_xlas_custom_call():
     assert step.op == "ragged_all_to_all" and step.axes == ("model",)
 
 
+def test_native_form_is_refused_for_cpu_devices():
+    args = make_args(GRID, groups_over(GRID, ("model",)))
+    lowered = pmapc.lower(nest("model"), *args.operands(), ragged="native")
+    with pytest.raises(UnsupportedError, match="does not run on cpu; lower it with ragged="):
+        lowered.compile()
+
+
 def test_native_form_is_refused_in_replica_form():
     args = make_args(GRID, groups_over(GRID, ("model",)))
     with pytest.raises(UnsupportedError, match="partition form only"):
