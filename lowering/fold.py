@@ -37,13 +37,9 @@ import numpy as np
 from jax import lax
 
 from pmapc import dialect, folding
-from pmapc.errors import DeviceError, UnsupportedError
+from pmapc.errors import FoldError, UnsupportedError
 from pmapc.lowering import fold_rules, jax_api, primitives
 from pmapc.lowering.fold_values import Axis, Positions, Value, located, merge_dims, split_dim
-
-
-class FoldError(DeviceError):
-    """A nest that cannot be folded onto the devices asked for."""
 
 
 @dataclasses.dataclass(frozen=True)

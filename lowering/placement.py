@@ -20,7 +20,7 @@ from jax.sharding import AbstractMesh, AxisType, NamedSharding, PartitionSpec
 from jax.sharding import Mesh as JaxMesh
 
 from pmapc import dialect, folding, layout
-from pmapc.errors import AxisError
+from pmapc.errors import AxisError, FoldError
 from pmapc.layout import Chain
 from pmapc.lowering import fold, jax_api, mesh_devices, primitives
 from pmapc.mesh import Mesh
@@ -88,7 +88,7 @@ def fold_from_list(mesh: Mesh, chains: list[list[int]], listed: list) -> fold.Fo
         or not folding.foldable(chains, count)
     ):
         runs = [len(list(group)) for _, group in itertools.groupby(listed)]
-        raise fold.FoldError(
+        raise FoldError(
             f"devices= lists {count} distinct device(s) over the {mesh.size} positions of "
             f"the mesh {mesh} in runs of {runs}; a device listed more than once runs "
             "several positions (a fold), which needs every device listed for the same "
@@ -114,7 +114,7 @@ def fold_counts_text(chains: list[list[int]], positions: int) -> str:
 def _checked(folded: fold.Fold) -> fold.Fold:
     """Refuse a fold across processes."""
     if len({device.process_index for device in folded.devices}) > 1 or jax.process_count() > 1:
-        raise fold.FoldError(
+        raise FoldError(
             "a nest folded onto fewer devices runs in one process; with several processes "
             "give the nest one device per position"
         )

@@ -129,6 +129,10 @@ class DeviceError(PmapcError, ValueError):
     """The devices available or requested do not fit the mesh."""
 
 
+class FoldError(DeviceError):
+    """A nest that cannot be folded onto the devices asked for (`pmapc.fold_onto`)."""
+
+
 class UnsupportedError(PmapcError, ValueError):
     """The program uses a JAX feature pmapc does not run inside a map (the message
     names it and what to write instead)."""

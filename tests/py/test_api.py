@@ -136,3 +136,22 @@ def test_devices_as_a_mesh_or_an_array_of_the_nest_shape():
     wrong = pmapc.pmap(nested.spec.fun, axis_name="data", devices=grid.reshape(4, 2))
     with pytest.raises(pmapc.DeviceError, match=r"has shape \(4, 2\), but the nest's mesh"):
         wrong(x)
+
+
+def test_every_error_a_user_meets_is_importable_from_pmapc():
+    """Each exception class of pmapc/errors.py is `pmapc.<its name>`: what a traceback
+    names can be caught by that name (the fold's error was pmapc.lowering.fold's)."""
+    import inspect
+
+    from pmapc import errors
+
+    members = inspect.getmembers(errors, inspect.isclass)
+    classes = [c for _, c in members if issubclass(c, Exception)]
+    assert classes and all(getattr(pmapc, c.__name__, None) is c for c in classes), classes
+
+
+def test_the_package_says_it_is_typed():
+    """A `py.typed` marker beside pmapc's modules: users' type checkers read its hints."""
+    import pathlib
+
+    assert (pathlib.Path(pmapc.__file__).parent / "py.typed").is_file()
