@@ -358,16 +358,22 @@ def _step(
             groups = np.arange(mesh.size, dtype=np.int64).reshape(1, -1)
         if axes is None:
             axes = names.get(groups_key(groups))
-    padded_rows = op.attributes[ragged.RAGGED_ROWS] if ragged.RAGGED_ROWS in op.attributes else None
     operands = [_bytes(v.type) for v in op.operands]
     results = [_bytes(r.type) for r in op.results]
     payload = max(sum(operands), sum(results))
     parts = tuple(map(max, operands, results)) if len(operands) == len(results) else (payload,)
-    bound = None
-    if padded_rows is not None:  # [slices, rows, ...] padded; ragged: `padded_rows` in all
-        rows = math.prod(ir.shape_of(op.operands[0].type)[:2])
-        bound = payload // rows * ir.as_int(padded_rows)
+    bound = _ragged_payload(op, payload)
     return Step(kind, axes, groups, payload, parts, executions, unknown, _loc(op), bound)
+
+
+def _ragged_payload(op: ir.Operation, payload: int) -> int | None:
+    """For the padded all_to_all of an expanded ragged_all_to_all ([slices, rows, ...]),
+    the payload of a ragged exchange at most (its `pmapc.ragged_rows` rows); else None."""
+    if ragged.RAGGED_ROWS not in op.attributes:
+        return None
+    rows = ir.as_int(op.attributes[ragged.RAGGED_ROWS])
+    assert rows is not None, "pmapc.ragged_rows is an integer (passes/ragged.py)"
+    return payload // math.prod(ir.shape_of(op.operands[0].type)[:2]) * rows
 
 
 def _loc(op: ir.Operation) -> SourceLoc | None:

@@ -51,6 +51,7 @@ class RaggedForm(str, enum.Enum):
 
 
 # The platforms whose XLA runs ragged-all-to-all itself (jax.Device.platform names).
+# (`gpu` and `tpu` are also what `--backend` names.)
 NATIVE_RAGGED_PLATFORMS = frozenset(("cuda", "rocm", "gpu", "tpu"))
 
 

@@ -24,7 +24,15 @@ from pmapc import dialect, ir
 from pmapc.compiler import driver, runtime, xla
 from pmapc.compiler.pipeline import default_pipeline, target_pass
 from pmapc.errors import PmapcError
-from pmapc.options import DEFAULT_GROUP_FORM, DEFAULT_TARGET, GroupForm, Target
+from pmapc.options import (
+    DEFAULT_GROUP_FORM,
+    DEFAULT_RAGGED_FORM,
+    DEFAULT_TARGET,
+    GroupForm,
+    RaggedForm,
+    Target,
+    ragged_form_for,
+)
 from pmapc.tools.common import option_metavar, option_type, read_input, report_error
 
 
@@ -61,6 +69,15 @@ def build_parser() -> argparse.ArgumentParser:
         "lowered module as they are)",
     )
     parser.add_argument(
+        "--ragged",
+        type=option_type(RaggedForm),
+        metavar=option_metavar(RaggedForm),
+        default=None,
+        help="lower ragged_all_to_all as XLA's op (native: GPU, TPU) or as all_to_alls "
+        "(expanded: every backend) (default: native for --backend gpu or tpu, else "
+        "expanded)",
+    )
+    parser.add_argument(
         "--print", dest="print_values", action="store_true", help="also print the results"
     )
     return parser
@@ -72,7 +89,10 @@ def main(argv: list[str]) -> int:
     if text is None:
         return 1
     try:
-        compilation = compile_module(text, args.target, args.input, args.replica_groups)
+        ragged = args.ragged or ragged_form_for({args.backend} if args.backend else ())
+        compilation = compile_module(
+            text, args.target, args.input, args.replica_groups, ragged=ragged
+        )
         arrays = [load_npy(path) for path in args.inputs]
         executable = prepare(compilation, args.backend)
         check_count(executable, arrays)
@@ -88,6 +108,7 @@ def compile_module(
     target: Target | None = None,
     filename: str = "-",
     replica_groups: GroupForm | None = None,
+    ragged: RaggedForm = DEFAULT_RAGGED_FORM,
 ):
     """Run the default pipeline for `target` on pmapc IR read from `filename`; a
     lowered module only goes through the pass of `target` (by default the form it
@@ -95,7 +116,8 @@ def compile_module(
     module = ir.parse_module(text, ir.make_context(), filename)
     form = replica_groups or DEFAULT_GROUP_FORM
     if not is_lowered(module):
-        return driver.run_pipeline(module, passes=default_pipeline(target or DEFAULT_TARGET, form))
+        passes = default_pipeline(target or DEFAULT_TARGET, form, ragged)
+        return driver.run_pipeline(module, passes=passes)
     if target is None and replica_groups is not None:
         mesh = dialect.read_mesh(module)
         assert mesh is not None  # a lowered module has one

@@ -81,7 +81,7 @@ def make_args(
             for src in range(n):
                 for j in range(s):
                     out_off[group[src], dst * s + j] = offsets[src * s + j]
-    needed = int((in_off[:, -1] + send[:, -1]).max()) + gap + 1
+    needed = int((in_off[:, -1] + send[:, -1]).max()) + gap
     out_needed = int(out_off.max()) + max_size + gap + 2
     assert rows is None or rows >= needed, f"{rows} operand rows, {needed} needed"
     assert out_rows is None or out_rows >= out_needed, f"{out_rows} output rows, {out_needed}"

@@ -6,6 +6,7 @@ stages; its errors."""
 from __future__ import annotations
 
 import inspect
+import pathlib
 from functools import partial
 
 import jax
@@ -298,3 +299,23 @@ def test_ragged_dot_in_a_nest(count):
         with pmapc.fold_onto(jax.devices()[:count]):
             got = grouped(lhs, rhs, sizes)
     np.testing.assert_allclose(np.asarray(got), want, atol=1e-5)
+
+
+# -- pmapc run ----------------------------------------------------------------------------
+
+LIT_MODULE = pathlib.Path(__file__).parents[1] / "lit" / "passes" / "ragged-all-to-all.mlir"
+
+
+def test_pmapc_run_of_pmapc_ir(tmp_path, capsys):
+    """`pmapc run` of the lit test's module (a 2x4 nest, one slice per model device of
+    an f32[4, 2] operand into an f32[6, 2] output): the expanded form on CPU."""
+    from pmapc.tools.main import main
+
+    groups = groups_over(GRID, ("model",))
+    args = make_args(GRID, groups, feature=(2,), max_size=1, gap=0, rows=4, out_rows=6, seed=17)
+    paths = []
+    for index, array in enumerate(args.operands()):
+        paths += ["--input", str(tmp_path / f"a{index}.npy")]
+        np.save(tmp_path / f"a{index}.npy", array)
+    assert main(["run", str(LIT_MODULE), *paths, "-o", str(tmp_path)]) == 0
+    np.testing.assert_array_equal(np.load(tmp_path / "result0.npy"), reference(args))
