@@ -39,13 +39,12 @@ from pmapc.options import (
     RaggedForm,
     Target,
 )
-from pmapc.passes import PASSES, TARGETS, Pass
-from pmapc.passes.base import Analyses, Keeper, from_options, kept_through, run_pass, summary
-from pmapc.passes.combine_all_reduces import CombineAllReducesPass, ReductionKeys, reduction_keys
+from pmapc.passes import KEPT_ANALYSES, PASSES, TARGETS, Pass
+from pmapc.passes.base import Analyses, KeptAnalysis, from_options, kept_through, run_pass, summary
+from pmapc.passes.combine_all_reduces import CombineAllReducesPass
 from pmapc.passes.flatten_maps import FlattenMapsPass
 from pmapc.passes.fold_gather_slice import FoldGatherSlicePass
 from pmapc.passes.lower_collectives import LowerCollectivesPass
-from pmapc.passes.op_index import IndexKeeper, op_index
 from pmapc.passes.predicate_divergent import PredicateDivergentPass
 from pmapc.passes.simplify import SimplifyPass
 from pmapc.passes.sink_gathers import SinkGathersPass
@@ -76,16 +75,12 @@ def default_pipeline(
     )
 
 
-# The analyses that passes keep current (`keeps`) by listening to their rewriters,
-# and the keeper of each.
-KEPT_ANALYSES: dict[Callable, type[Keeper]] = {op_index: IndexKeeper, reduction_keys: ReductionKeys}
-
-
 def holds(analysis: Callable[[ir.Module], object], result: object, module: ir.Module) -> bool:
     """Whether `result`, kept, is right for `module` as it now is (its keeper says:
     equal to a fresh result, or, for a cache, what it knows is so)."""
-    keeper = KEPT_ANALYSES.get(analysis)
-    return keeper.holds(result, module) if keeper is not None else analysis(module) == result
+    if isinstance(analysis, KeptAnalysis):
+        return analysis.keeper.holds(result, module)
+    return analysis(module) == result
 
 
 # The stages every program needs; the others only move less data.
@@ -138,6 +133,7 @@ class UpstreamPass:
     name: str  # the pass, or the op a nested pipeline runs on
     text: str  # the element as the pipeline writes it
     reads: ClassVar[tuple] = ()
+    keeps: ClassVar[tuple] = ()  # it edits without pmapc's rewriter
 
     def run(self, module: ir.Module, analyses: Analyses, rewriter) -> bool:
         """Run it alone (what the pass manager does in a pipeline)."""
@@ -397,7 +393,8 @@ class _PipelineRun:
 
     def run(self, instrumentation: ir.Instrumentation, verify_each: bool) -> bool:
         manager = ir.PassManager(self.module.context, instrumentation, verify_each)
-        for index, (pass_, keep) in enumerate(zip(self.passes, kept_through(self.passes))):
+        kept = kept_through(self.passes, KEPT_ANALYSES)
+        for index, (pass_, keep) in enumerate(zip(self.passes, kept)):
             if isinstance(pass_, UpstreamPass):
                 self.add_dump(manager, "Before", pass_)
                 manager.add_upstream(pass_.text)

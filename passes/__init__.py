@@ -6,11 +6,12 @@ The order passes run in is compiler/pipeline.py's `default_pipeline`.
 from __future__ import annotations
 
 from pmapc.options import DEFAULT_TARGET, Target
-from pmapc.passes.base import Pass
-from pmapc.passes.combine_all_reduces import CombineAllReducesPass
+from pmapc.passes.base import KeptAnalysis, Pass
+from pmapc.passes.combine_all_reduces import CombineAllReducesPass, reduction_keys
 from pmapc.passes.flatten_maps import FlattenMapsPass
 from pmapc.passes.fold_gather_slice import FoldGatherSlicePass
 from pmapc.passes.lower_collectives import LowerCollectivesPass
+from pmapc.passes.op_index import op_index
 from pmapc.passes.predicate_divergent import PredicateDivergentPass
 from pmapc.passes.simplify import SimplifyPass
 from pmapc.passes.sink_gathers import SinkGathersPass
@@ -33,6 +34,10 @@ _ALL: tuple[type[Pass], ...] = (
     ToReplicasPass,
 )
 
+# The analyses a keeper keeps current through a pass's rewrites (each declared beside
+# its analysis); a pass that edits only through its rewriter keeps them all.
+KEPT_ANALYSES: tuple[KeptAnalysis, ...] = (op_index, reduction_keys)
+
 # Pass name -> pass class, for pipeline strings and --list-passes.
 PASSES: dict[str, type[Pass]] = {pass_class.name: pass_class for pass_class in _ALL}
 
@@ -43,4 +48,4 @@ TARGETS: dict[Target, type[Pass]] = {
     Target.REPLICAS: ToReplicasPass,
 }
 
-__all__ = ["DEFAULT_TARGET", "PASSES", "TARGETS", "Pass"]
+__all__ = ["DEFAULT_TARGET", "KEPT_ANALYSES", "PASSES", "TARGETS", "Pass"]

@@ -7,12 +7,15 @@ shared with the passes around it and a rewriter (pmapc/rewriter.py) to edit
 through.
 
 Analyses follow MLIR's model: a pass that changed the IR drops every analysis
-but those it declares it `keeps`, each kept current by a keeper listening to
-its rewriter (the pass sends every edit through it). A pass names the analyses
-it reads (`reads`), so a pipeline keeps an analysis current only through the
-passes before one that reads it (`kept_through`). A pass that computes an
-analysis some cheaper way hands it over with `Analyses.provide`, and its keeper
-keeps it from there (flatten-maps, the op index).
+but those it keeps, each kept current by a keeper listening to its rewriter. A
+keeper is declared beside its analysis (`KeptAnalysis`); the passes' registry
+lists the analyses that have one (`passes.KEPT_ANALYSES`). A pass that edits
+only through its rewriter keeps all of them, by default; one that edits
+otherwise (MLIR's passes) says which it keeps, none, in `keeps`. A pass names
+the analyses it reads (`reads`), so a pipeline keeps an analysis current only
+through the passes before one that reads it (`kept_through`). A pass that
+computes an analysis some cheaper way hands it over with `Analyses.provide`,
+and its keeper keeps it from there (flatten-maps, the op index).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from collections.abc import Callable, Collection, Iterator, Sequence
-from typing import ClassVar, Protocol, TypeVar, cast
+from typing import ClassVar, Generic, Protocol, TypeVar, cast
 
 from pmapc import ir
 from pmapc.errors import PipelineError
@@ -36,17 +39,20 @@ class Pass(Protocol):
     # The analyses it reads from `analyses` (`Analyses.get` refuses any other).
     reads: ClassVar[tuple[Analysis, ...]]
     # Optionally, `keeps: ClassVar[tuple[Analysis, ...]]`: the analyses it keeps
-    # current (every edit it makes goes through its rewriter, which their keepers
-    # listen to). A pass that says nothing keeps nothing (`kept_by`).
+    # current, for a pass that edits other than through its rewriter (`()`: none).
+    # A pass that says nothing edits only through its rewriter, whose listeners
+    # keep every analysis that has a keeper current (`kept_by`).
 
     def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
         """Rewrite `module` in place; return whether anything changed."""
         ...
 
 
-def kept_by(pass_: object) -> tuple[Analysis, ...]:
-    """The analyses `pass_` keeps current (none, unless it says: MLIR's default)."""
-    return getattr(pass_, "keeps", ())
+def kept_by(pass_: object, kept: Collection[Analysis]) -> tuple[Analysis, ...]:
+    """The analyses `pass_` keeps current: those it names in `keeps`, or, for a pass
+    that edits only through its rewriter (it names none), all of `kept` (the
+    analyses that have keepers)."""
+    return tuple(getattr(pass_, "keeps", kept))
 
 
 class Keeper(Listener):
@@ -67,15 +73,32 @@ class Keeper(Listener):
         raise NotImplementedError
 
 
+@dataclasses.dataclass(frozen=True)
+class KeptAnalysis(Generic[Result]):
+    """An analysis that a keeper keeps current through a pass's rewrites: called as
+    the analysis function `compute` is, and found with its keeper."""
+
+    name: str
+    compute: Callable[[ir.Module], Result]
+    keeper: type[Keeper]
+
+    def __call__(self, module: ir.Module) -> Result:
+        return self.compute(module)
+
+    @property
+    def __name__(self) -> str:
+        return self.name
+
+
 class Analyses:
     """What the passes of one run learned about the module, shared while it holds
     (MLIR's analysis manager, simplified): an analysis is a function of the module;
     its result is kept until a pass changes the IR (`after_pass` then drops it),
     unless that pass kept it current (`keeps`)."""
 
-    def __init__(self, keepers: dict[Callable, type[Keeper]] | None = None) -> None:
+    def __init__(self, kept: Collection[KeptAnalysis] = ()) -> None:
         # analysis -> the keeper that brings its result up to date
-        self._keepers = keepers or {}
+        self._keepers: dict[Callable, type[Keeper]] = {a: a.keeper for a in kept}
         self._results: dict[Callable, object] = {}
         self._preserved: set[Callable] = set()
         # While a pass runs: the pass, its rewriter, the analyses worth keeping
@@ -139,7 +162,7 @@ class Analyses:
         self._running, self._rewriter, self._wanted = pass_, rewriter, wanted
         self._kept = {}
         try:
-            for analysis in kept_by(pass_):
+            for analysis in kept_by(pass_, self._keepers):
                 if self._worth_keeping(analysis):
                     if analysis not in self._results:
                         self._results[analysis] = analysis(module)
@@ -177,14 +200,17 @@ def run_pass(
     return changed
 
 
-def kept_through(passes: Sequence[Pass]) -> list[frozenset[Analysis]]:
+def kept_through(
+    passes: Sequence[Pass], keepable: Collection[Analysis]
+) -> list[frozenset[Analysis]]:
     """For each pass of a pipeline, the analyses worth keeping current through it:
-    those a later pass reads, as far back as every pass between keeps them."""
+    those a later pass reads, as far back as every pass between keeps them (of
+    `keepable`, the analyses that have keepers)."""
     kept: list[frozenset[Analysis]] = []
     later: frozenset[Analysis] = frozenset()
     for pass_ in reversed(passes):
         kept.append(later)
-        later = frozenset(pass_.reads) | (later & frozenset(kept_by(pass_)))
+        later = frozenset(pass_.reads) | (later & frozenset(kept_by(pass_, keepable)))
     return kept[::-1]
 
 

@@ -25,41 +25,17 @@ import dataclasses
 from typing import ClassVar, NamedTuple
 
 from pmapc import collectives, hlo, ir
-from pmapc.passes.base import Analyses, Analysis, Keeper
-from pmapc.passes.op_index import Entry, index_of, op_index
+from pmapc.passes.base import Analyses, Analysis, Keeper, KeptAnalysis
+from pmapc.passes.op_index import Entry, index_of, op_index, walk_op_index
 from pmapc.rewriter import Rewriter
 
 
-def reduction_keys(module: ir.Module) -> dict[int, tuple | None]:
-    """The analysis, a cache: the reduction keys known of the module's all_reduces,
-    by identity, as `ReductionKeys` learned them during the passes before (computed
-    afresh, none are known; combine-all-reduces reads the others itself)."""
+def known_reduction_keys(module: ir.Module) -> dict[int, tuple | None]:
+    """The analysis (`reduction_keys`), a cache: the reduction keys known of the
+    module's all_reduces, by identity, as `ReductionKeys` learned them during the
+    passes before (computed afresh, none are known; combine-all-reduces reads the
+    others itself)."""
     return {}
-
-
-@dataclasses.dataclass(frozen=True)
-class CombineAllReducesPass:
-    """Combine independent all_reduces over the same groups into one variadic all_reduce."""
-
-    name: ClassVar[str] = "combine-all-reduces"
-    reads: ClassVar[tuple[Analysis, ...]] = (op_index, reduction_keys)
-    keeps: ClassVar[tuple[Analysis, ...]] = (op_index, reduction_keys)
-
-    def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
-        changed = False
-        all_reduces = index_of(module, analyses).entries("stablehlo.all_reduce")
-        known = analyses.get(reduction_keys, module)
-        for candidates in candidates_by_block(all_reduces, known):
-            # One group at a time: combining erases ops that another group may hold as
-            # its last operand or first use (a pair of sums over the results of a pair),
-            # so the block's groups are found again after each combine. Other blocks
-            # keep theirs (positions are per block).
-            while groups := combinable_groups(candidates):
-                erased = set(groups[0].identities)
-                candidates = [c for c in candidates if c.identity not in erased]
-                combine(groups[0], rewriter)
-                changed = True
-        return changed
 
 
 class Candidate(NamedTuple):
@@ -88,7 +64,8 @@ def candidates_by_block(
 def reduction_keys_hold(known: dict[int, tuple | None], module: ir.Module) -> bool:
     """Whether every key known is the key of a live all_reduce of the module (for
     tests: the cache may know fewer than all)."""
-    live = {identity: op for _, op, identity in op_index(module).entries("stablehlo.all_reduce")}
+    entries = walk_op_index(module).entries("stablehlo.all_reduce")
+    live = {identity: op for _, op, identity in entries}
     return all(
         identity in live and reduction_key(live[identity]) == key for identity, key in known.items()
     )
@@ -254,3 +231,31 @@ def combine(group: _Group, rewriter: Rewriter) -> None:
     hlo.build_reducer(b, combined.regions[0], ir.element_type_of(operands[0].type), reducer)
     for op, result in zip(members, combined.results):
         rewriter.replace(op, [result])
+
+
+# The reduction keys known, kept (learned) through a pass by `ReductionKeys`.
+reduction_keys = KeptAnalysis("reduction_keys", known_reduction_keys, ReductionKeys)
+
+
+@dataclasses.dataclass(frozen=True)
+class CombineAllReducesPass:
+    """Combine independent all_reduces over the same groups into one variadic all_reduce."""
+
+    name: ClassVar[str] = "combine-all-reduces"
+    reads: ClassVar[tuple[Analysis, ...]] = (op_index, reduction_keys)
+
+    def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
+        changed = False
+        all_reduces = index_of(module, analyses).entries("stablehlo.all_reduce")
+        known = analyses.get(reduction_keys, module)
+        for candidates in candidates_by_block(all_reduces, known):
+            # One group at a time: combining erases ops that another group may hold as
+            # its last operand or first use (a pair of sums over the results of a pair),
+            # so the block's groups are found again after each combine. Other blocks
+            # keep theirs (positions are per block).
+            while groups := combinable_groups(candidates):
+                erased = set(groups[0].identities)
+                candidates = [c for c in candidates if c.identity not in erased]
+                combine(groups[0], rewriter)
+                changed = True
+        return changed

@@ -46,8 +46,9 @@ class FlattenMapsPass:
     # Pass @main's mapped arguments and results split over the mesh (else replicated).
     split_entry: bool = True
     reads: ClassVar[tuple[Analysis, ...]] = (verified_nesting,)
-    # No `keeps`: it provides the op index itself (from the nesting analysis's walks),
-    # so no pass before it need keep one.
+    # It provides the op index itself (from the nesting analysis's walks, kept from
+    # there), so no pass before it need keep one; it keeps nothing else.
+    keeps: ClassVar[tuple[Analysis, ...]] = ()
 
     def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
         views = dialect.Views()

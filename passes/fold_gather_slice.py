@@ -15,7 +15,6 @@ from typing import ClassVar
 from pmapc import hlo, ir
 from pmapc.passes import patterns
 from pmapc.passes.base import Analyses, Analysis
-from pmapc.passes.combine_all_reduces import reduction_keys
 from pmapc.passes.op_index import index_of, op_index
 from pmapc.rewriter import Rewriter
 
@@ -26,7 +25,6 @@ class FoldGatherSlicePass:
 
     name: ClassVar[str] = "fold-gather-slice"
     reads: ClassVar[tuple[Analysis, ...]] = (op_index,)
-    keeps: ClassVar[tuple[Analysis, ...]] = (op_index, reduction_keys)
 
     def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
         changed = False

@@ -40,7 +40,6 @@ from pmapc.mesh import Mesh, axis_index_terms, permutation_pairs, replica_groups
 from pmapc.options import DEFAULT_RAGGED_FORM, RaggedForm
 from pmapc.passes import ragged
 from pmapc.passes.base import Analyses, Analysis
-from pmapc.passes.combine_all_reduces import reduction_keys
 from pmapc.passes.op_index import index_of, op_index
 from pmapc.rewriter import Builder, Rewriter
 
@@ -53,7 +52,6 @@ class LowerCollectivesPass:
     # native: XLA's ragged-all-to-all (GPU, TPU); expanded: all_to_alls (every XLA)
     ragged: RaggedForm = DEFAULT_RAGGED_FORM
     reads: ClassVar[tuple[Analysis, ...]] = (op_index,)
-    keeps: ClassVar[tuple[Analysis, ...]] = (op_index, reduction_keys)
 
     def __post_init__(self) -> None:
         # a pipeline string gives the option as text: read it here, once

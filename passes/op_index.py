@@ -19,7 +19,7 @@ import dataclasses
 from collections.abc import Collection
 
 from pmapc import dialect, hlo, ir
-from pmapc.passes.base import Keeper
+from pmapc.passes.base import Keeper, KeptAnalysis
 from pmapc.rewriter import Walk
 
 # Every name a pass looks up (asking for another is a pmapc bug, caught by `ops`).
@@ -59,8 +59,8 @@ class OpIndex:
         return [entry for entries in lists for entry in entries if entry[0] in wanted]
 
 
-def op_index(module: ir.Module) -> OpIndex:
-    """The analysis: one walk of every function."""
+def walk_op_index(module: ir.Module) -> OpIndex:
+    """The analysis (`op_index`): one walk of every function."""
     return OpIndex(
         {name: ir.walk_named(function, INDEXED) for name, function in ir.functions(module).items()}
     )
@@ -124,7 +124,7 @@ class IndexKeeper(Keeper):
 
     @staticmethod
     def holds(result, module: ir.Module) -> bool:
-        return op_index(module) == result
+        return walk_op_index(module) == result
 
     def op_created(
         self, op: ir.Operation, key: int, ip: ir.InsertionPoint, source: int | None
@@ -281,3 +281,7 @@ class IndexKeeper(Keeper):
                 return
             op = parent.operation
         self.stale.add(ir.symbol_name(op))
+
+
+# The op index, kept current through a pass by `IndexKeeper`.
+op_index = KeptAnalysis("op_index", walk_op_index, IndexKeeper)

@@ -47,8 +47,6 @@ from pmapc import dialect, hlo, ir
 from pmapc.collectives import ReductionParams
 from pmapc.errors import Category, Diagnostic, DiagnosticError
 from pmapc.passes.base import Analyses, Analysis
-from pmapc.passes.combine_all_reduces import reduction_keys
-from pmapc.passes.op_index import op_index
 from pmapc.passes.variance import BRANCHES, Axes, Variance, predicate_of, varying_axes
 from pmapc.rewriter import Builder, Rewriter
 
@@ -62,7 +60,6 @@ class PredicateDivergentPass:
 
     name: ClassVar[str] = "predicate-divergent"
     reads: ClassVar[tuple[Analysis, ...]] = ()
-    keeps: ClassVar[tuple[Analysis, ...]] = (op_index, reduction_keys)
 
     def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
         functions = ir.functions(module)

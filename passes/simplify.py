@@ -28,8 +28,8 @@ class SimplifyPass:
     """Run MLIR's canonicalize and cse: fold reshapes, share constants, drop dead ops."""
 
     name: ClassVar[str] = "simplify"
-    # It keeps nothing: MLIR's passes edit without the rewriter.
     reads: ClassVar[tuple[Analysis, ...]] = (op_index,)
+    keeps: ClassVar[tuple[Analysis, ...]] = ()  # MLIR's passes edit without the rewriter
 
     def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
         """True: canonicalize and cse report no change count, so this says "maybe"."""

@@ -19,8 +19,6 @@ from pmapc import dialect, hlo, ir
 from pmapc.mesh import Mesh
 from pmapc.passes import patterns
 from pmapc.passes.base import Analyses, Analysis
-from pmapc.passes.combine_all_reduces import reduction_keys
-from pmapc.passes.op_index import op_index
 from pmapc.rewriter import Rewriter
 
 
@@ -30,7 +28,6 @@ class SinkSlicesPass:
 
     name: ClassVar[str] = "sink-slices"
     reads: ClassVar[tuple[Analysis, ...]] = ()
-    keeps: ClassVar[tuple[Analysis, ...]] = (op_index, reduction_keys)
 
     def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
         mesh = dialect.read_mesh(module)

@@ -47,7 +47,6 @@ from pmapc.mesh import axes_by_groups, groups_key
 from pmapc.options import DEFAULT_GROUP_FORM, GroupForm
 from pmapc.passes import ragged
 from pmapc.passes.base import Analyses, Analysis
-from pmapc.passes.combine_all_reduces import reduction_keys
 from pmapc.passes.op_index import OpIndex, index_of, op_index
 from pmapc.rewriter import Rewriter
 
@@ -76,7 +75,6 @@ class ToPartitionsPass:
     first_channel: int = 1
     replica_groups: GroupForm = DEFAULT_GROUP_FORM
     reads: ClassVar[tuple[Analysis, ...]] = (op_index,)
-    keeps: ClassVar[tuple[Analysis, ...]] = (op_index, reduction_keys)
 
     def __post_init__(self) -> None:
         if self.first_channel < 1:

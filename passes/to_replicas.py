@@ -22,7 +22,6 @@ from pmapc import dialect, ir
 from pmapc.errors import Category
 from pmapc.passes import ragged
 from pmapc.passes.base import Analyses, Analysis
-from pmapc.passes.combine_all_reduces import reduction_keys
 from pmapc.passes.op_index import index_of, op_index
 from pmapc.passes.to_partitions import (
     CHANNEL_HANDLE,
@@ -42,7 +41,6 @@ class ToReplicasPass:
 
     name: ClassVar[str] = "to-replicas"
     reads: ClassVar[tuple[Analysis, ...]] = (op_index,)
-    keeps: ClassVar[tuple[Analysis, ...]] = (op_index, reduction_keys)
 
     def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
         device_ids, collectives = device_ops(index_of(module, analyses), self.name)

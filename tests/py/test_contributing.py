@@ -15,7 +15,7 @@ import pytest
 
 from pmapc import hlo, ir
 from pmapc.compiler import pipeline
-from pmapc.passes import patterns
+from pmapc.passes import KEPT_ANALYSES, patterns
 from pmapc.passes.base import Analyses, Analysis, run_pass
 from pmapc.passes.op_index import index_of, op_index
 from pmapc.rewriter import Rewriter
@@ -68,7 +68,7 @@ def chain():
 
 
 def test_the_example_pass_folds_a_chain_of_reshapes(chain):
-    analyses = Analyses(pipeline.KEPT_ANALYSES)
+    analyses = Analyses(KEPT_ANALYSES)
     analyses.get(op_index, chain)  # at hand, so the pass keeps it current
     with ir.building(chain):
         assert run_pass(example_pass()(), chain, analyses)

@@ -1,6 +1,7 @@
 """Running passes: verified after each pass (`pmapc opt`, mlir-opt's default) or once
 at the end (the driver), and a pass that breaks the IR named either way."""
 
+import ast
 import dataclasses
 import gc
 import pathlib
@@ -12,7 +13,8 @@ from pmapc import hlo, ir
 from pmapc.compiler import driver
 from pmapc.compiler.pipeline import cyclic_gc_paused, default_pipeline, run_passes
 from pmapc.errors import DiagnosticError, PassFailure
-from pmapc.passes.base import Analyses, kept_through
+from pmapc.passes import KEPT_ANALYSES
+from pmapc.passes.base import Analyses, kept_by, kept_through
 from pmapc.passes.combine_all_reduces import reduction_keys
 from pmapc.passes.flatten_maps import FlattenMapsPass
 from pmapc.passes.nesting import analyze
@@ -30,7 +32,7 @@ class BreakResultTypePass:
     """Declare @main's results as i32 scalars: its return no longer matches (invalid IR)."""
 
     name: ClassVar[str] = "break-result-type"
-    keeps_analyses_current: ClassVar[bool] = False
+    keeps: ClassVar[tuple] = ()  # it edits without the rewriter
     reads: ClassVar[tuple] = ()
 
     def run(self, module: ir.Module, analyses, rewriter) -> bool:
@@ -49,7 +51,7 @@ class AskForAnalysisPass:
     """Ask the shared analyses for `analysis`; say the IR changed if `changes`."""
 
     name: ClassVar[str] = "ask-for-analysis"
-    keeps_analyses_current: ClassVar[bool] = False
+    keeps: ClassVar[tuple] = ()  # it edits without the rewriter
     analysis: object
     changes: bool = False
 
@@ -126,7 +128,6 @@ class ReadUndeclaredPass:
     """Ask for the op index without naming it in `reads`."""
 
     name: ClassVar[str] = "read-undeclared"
-    keeps_analyses_current: ClassVar[bool] = True
     reads: ClassVar[tuple] = ()
 
     def run(self, module: ir.Module, analyses, rewriter) -> bool:
@@ -141,7 +142,7 @@ def test_a_pass_gets_only_the_analyses_it_reads():
 
 def test_an_analysis_is_kept_current_only_through_passes_before_one_that_reads_it():
     passes = default_pipeline()
-    kept = dict(zip([p.name for p in passes], kept_through(passes), strict=True))
+    kept = dict(zip([p.name for p in passes], kept_through(passes, KEPT_ANALYSES), strict=True))
     # flatten-maps builds the op index, so verify-axes keeps nothing of it.
     assert kept["verify-axes"] == {verified_nesting}
     assert kept["flatten-maps"] == {op_index, reduction_keys}
@@ -156,11 +157,30 @@ def test_a_pass_that_drops_every_analysis_ends_what_is_kept_before_it():
     @dataclasses.dataclass(frozen=True)
     class DropEverythingPass:
         name: ClassVar[str] = "drop-everything"
-        keeps_analyses_current: ClassVar[bool] = False
         reads: ClassVar[tuple] = ()
+        keeps: ClassVar[tuple] = ()  # it edits without the rewriter
 
     passes = (VerifyAxesPass(), DropEverythingPass(), SimplifyPass())
-    assert kept_through(passes) == [frozenset(), {op_index}, frozenset()]
+    assert kept_through(passes, KEPT_ANALYSES) == [frozenset(), {op_index}, frozenset()]
+
+
+def test_a_pass_that_edits_through_its_rewriter_keeps_every_kept_analysis_by_default():
+    """Each keeper is declared beside its analysis; a pass says nothing to keep them,
+    and no pass imports another's analysis to say it keeps it."""
+    assert all(analysis.keeper is not None for analysis in KEPT_ANALYSES)
+    lowering = next(p for p in default_pipeline() if p.name == "lower-collectives")
+    assert kept_by(lowering, KEPT_ANALYSES) == KEPT_ANALYSES
+    assert kept_by(SimplifyPass(), KEPT_ANALYSES) == ()
+    root = pathlib.Path(__file__).resolve().parents[2] / "passes"
+    importers = sorted(
+        path.name
+        for path in root.glob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ImportFrom)
+        and any(alias.name in ("reduction_keys", "op_index") for alias in node.names)
+        and node.module == "pmapc.passes.combine_all_reduces"
+    )
+    assert importers == ["__init__.py"]
 
 
 def test_flatten_maps_on_the_nesting_verify_axes_kept_flattens_the_same():
@@ -180,7 +200,6 @@ class ReshapeWrongCountPass:
     """Ask the reshape builder for @main's argument with another element count."""
 
     name: ClassVar[str] = "reshape-wrong-count"
-    keeps_analyses_current: ClassVar[bool] = True
     reads: ClassVar[tuple] = ()
 
     def run(self, module: ir.Module, analyses, rewriter: Rewriter) -> bool:
@@ -206,7 +225,6 @@ class ReportCollectorPass:
     """Record whether Python's cyclic garbage collector runs while the pass does."""
 
     name: ClassVar[str] = "report-collector"
-    keeps_analyses_current: ClassVar[bool] = True
     reads: ClassVar[tuple] = ()
     seen: list = dataclasses.field(default_factory=list)
 

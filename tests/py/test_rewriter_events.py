@@ -8,6 +8,7 @@ import pytest
 
 from pmapc import ir
 from pmapc.compiler import pipeline
+from pmapc.passes import KEPT_ANALYSES
 from pmapc.passes.base import Analyses, run_pass
 from pmapc.passes.flatten_maps import FlattenMapsPass
 from pmapc.passes.lower_collectives import LowerCollectivesPass
@@ -315,7 +316,7 @@ def test_flatten_maps_keeps_the_op_index_it_provides(text, monkeypatch):
     then the function), a call inlined, a call that stays, a function erased unused;
     nothing walks a function of the result again."""
     module = parse(text)
-    analyses = Analyses(pipeline.KEPT_ANALYSES)
+    analyses = Analyses(KEPT_ANALYSES)
     with ir.building(module):
         run_pass(VerifyAxesPass(), module, analyses)
         walked = []
