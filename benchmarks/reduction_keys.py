@@ -22,6 +22,7 @@ import pmapc
 from compile_scaling import DATA, MODEL, WIDTH, chain_body
 from pmapc import ir
 from pmapc.compiler import pipeline
+from pmapc.passes import manager
 from pmapc.passes.combine_all_reduces import reduction_keys
 from workloads import nested
 
@@ -45,7 +46,7 @@ def run_once(text: str, keep_keys: bool) -> dict[str, float]:
     start = last[0] = time.perf_counter()
     try:
         passes = pipeline.default_pipeline()
-        pipeline.run_passes(module, passes, verify_each=False, after_pass=after)
+        manager.run_passes(module, passes, verify_each=False, after_pass=after)
     finally:
         pipeline.KEPT_ANALYSES.clear()
         pipeline.KEPT_ANALYSES.update(kept)

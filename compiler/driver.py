@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 from pmapc import dialect, ir
 from pmapc.compiler import runtime
-from pmapc.compiler.pipeline import Timer, default_pipeline, run_passes
+from pmapc.compiler.pipeline import default_pipeline
 from pmapc.errors import Diagnostic, DiagnosticError, typed_error
 from pmapc.lowering import mesh_devices, trace
 from pmapc.mesh import Mesh
@@ -31,6 +31,7 @@ from pmapc.options import (
     Target,
 )
 from pmapc.passes import Pass
+from pmapc.passes.manager import Timer, run_passes
 
 
 @dataclasses.dataclass

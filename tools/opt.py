@@ -29,11 +29,12 @@ import sys
 
 from pmapc import dialect, ir, options
 from pmapc.compiler.driver import verify_result
-from pmapc.compiler.pipeline import PIPELINES, IRDumps, describe, parse_pipeline, run_passes
+from pmapc.compiler.pipeline import PIPELINES, describe, parse_pipeline
 from pmapc.errors import DiagnosticError, PipelineError
 from pmapc.options import DEFAULT_GROUP_FORM, DEFAULT_TARGET, GroupForm
 from pmapc.passes import PASSES, TARGETS
 from pmapc.passes.base import option_fields, summary
+from pmapc.passes.manager import IRDumps, run_passes
 from pmapc.tools import diagnostics
 from pmapc.tools.common import read_input, write_output
 

@@ -39,9 +39,9 @@ import numpy as np
 
 import pmapc
 from pmapc import ir
-from pmapc.compiler import pipeline
 from pmapc.errors import DeviceError, PmapcError, SourceLoc
 from pmapc.options import DEFAULT_GROUP_FORM, GroupForm
+from pmapc.passes import manager
 from pmapc.tools import opt, plan_cmd
 from pmapc.tools.common import (
     option_metavar,
@@ -174,7 +174,7 @@ def instrument(compilation, args: argparse.Namespace) -> None:
     if not instrumentation.reports and not dumps.any:
         return
     module = ir.copy_into(compilation.source, ir.make_context())
-    pipeline.run_passes(module, compilation.passes, instrumentation=instrumentation, dumps=dumps)
+    manager.run_passes(module, compilation.passes, instrumentation=instrumentation, dumps=dumps)
 
 
 def emit(lowered, stage: str, debug_info: bool) -> str:

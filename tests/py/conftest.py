@@ -38,10 +38,11 @@ import memory  # noqa: E402
 from child_process import ChildProcess  # noqa: E402
 
 from pmapc import dialect, ir  # noqa: E402
-from pmapc.compiler.pipeline import default_pipeline, parse_pipeline, run_passes  # noqa: E402
+from pmapc.compiler.pipeline import default_pipeline, parse_pipeline  # noqa: E402
 from pmapc.compiler.runtime import Executable  # noqa: E402
 from pmapc.lowering.mesh_devices import pick_devices  # noqa: E402
 from pmapc.passes import DEFAULT_TARGET, TARGETS  # noqa: E402
+from pmapc.passes.manager import run_passes  # noqa: E402
 
 
 def compile_text(

@@ -8,7 +8,8 @@ import pytest
 
 import pmapc
 from pmapc import ir
-from pmapc.compiler.pipeline import default_pipeline, run_passes
+from pmapc.compiler.pipeline import default_pipeline
+from pmapc.passes.manager import run_passes
 
 
 def nested_psum(inner_axis_size=4):

@@ -18,15 +18,15 @@ import numpy as np
 
 import pmapc
 from pmapc import ir
-from pmapc.compiler import embed, pipeline
-from pmapc.passes import PASSES
+from pmapc.compiler import embed
+from pmapc.passes import PASSES, manager
 
 # What compiling a program makes: none of it may stay once the program is dropped.
 COMPILER_OBJECTS = (
     ir.PassManager,
-    pipeline._PipelineRun,
-    pipeline.IRDumps,
-    pipeline.Timer,
+    manager._PipelineRun,
+    manager.IRDumps,
+    manager.Timer,
     embed.SpmdProgram,
     *PASSES.values(),
 )

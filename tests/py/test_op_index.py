@@ -22,7 +22,7 @@ from random_programs import build, programs, sample_arguments
 import pmapc
 from pmapc import ir
 from pmapc.compiler import pipeline
-from pmapc.passes import TARGETS
+from pmapc.passes import TARGETS, manager
 from pmapc.passes.op_index import IndexKeeper, op_index
 from pmapc.rewriter import Rewriter
 
@@ -35,7 +35,7 @@ def traced_ir(fun, *args) -> str:
 def check_pipeline(text: str) -> None:
     for target in TARGETS:
         module = ir.parse_module(text, ir.make_context())
-        pipeline.run_passes(
+        manager.run_passes(
             module, pipeline.default_pipeline(target), verify_each=True, check_preserved=True
         )
 
@@ -140,7 +140,7 @@ def test_the_nesting_walk_serves_every_pass(monkeypatch):
     def after(pass_, _):
         running[0] = "after " + pass_.name
 
-    pipeline.run_passes(module, pipeline.default_pipeline(), verify_each=False, after_pass=after)
+    manager.run_passes(module, pipeline.default_pipeline(), verify_each=False, after_pass=after)
     assert walked == [("verify-axes", name) for name in functions]
     # The sink passes did rewrite: @main takes and returns each device's own block.
     main_type = ir.function_type(ir.functions(module)["main"])

@@ -11,12 +11,13 @@ import pytest
 
 from pmapc import hlo, ir
 from pmapc.compiler import driver
-from pmapc.compiler.pipeline import cyclic_gc_paused, default_pipeline, run_passes
+from pmapc.compiler.pipeline import default_pipeline
 from pmapc.errors import DiagnosticError, PassFailure
 from pmapc.passes import KEPT_ANALYSES
 from pmapc.passes.base import Analyses, kept_by, kept_through
 from pmapc.passes.combine_all_reduces import reduction_keys
 from pmapc.passes.flatten_maps import FlattenMapsPass
+from pmapc.passes.manager import cyclic_gc_paused, run_passes
 from pmapc.passes.nesting import analyze
 from pmapc.passes.op_index import op_index
 from pmapc.passes.simplify import SimplifyPass

@@ -8,7 +8,7 @@ import pytest
 
 from pmapc import ir
 from pmapc.compiler import pipeline
-from pmapc.passes import KEPT_ANALYSES
+from pmapc.passes import KEPT_ANALYSES, manager
 from pmapc.passes.base import Analyses, run_pass
 from pmapc.passes.flatten_maps import FlattenMapsPass
 from pmapc.passes.lower_collectives import LowerCollectivesPass
@@ -332,7 +332,7 @@ def test_flatten_maps_keeps_the_op_index_it_provides(text, monkeypatch):
     monkeypatch.undo()
     preserved = analyses.preserved()
     assert list(preserved) == [op_index]
-    assert pipeline.holds(op_index, preserved[op_index], module)
+    assert manager.holds(op_index, preserved[op_index], module)
     # Only the copies are walked, each once (flatten-maps' walk serves the keeper).
     assert sorted(walked) == [("helper", False), ("inner", False), ("outer", False)]
     assert sorted(preserved[op_index].functions) == ["main", "plain"]
@@ -346,7 +346,7 @@ def test_flatten_maps_keeps_the_index_in_every_pipeline_check():
     """The pipeline's check after each pass covers flatten-maps' index."""
     module = parse(NEST_TWICE)
     seen = []
-    pipeline.run_passes(
+    manager.run_passes(
         module,
         pipeline.default_pipeline(),
         check_preserved=True,
