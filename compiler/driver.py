@@ -30,8 +30,7 @@ from pmapc.options import (
     RaggedForm,
     Target,
 )
-from pmapc.passes import Pass
-from pmapc.passes.manager import Timer, run_passes
+from pmapc.passes.manager import Element, Timer, run_passes
 
 
 @dataclasses.dataclass
@@ -48,7 +47,7 @@ class Compilation:
 
     module: ir.Module
     source: ir.Operation
-    passes: tuple[Pass, ...]
+    passes: tuple[Element, ...]
     timings: dict[str, float]
     host_callbacks: tuple = ()  # what the module's host-callback ops call (trace.PmapcIR)
     _snapshots: dict[str, ir.Operation] | None = None
@@ -98,7 +97,7 @@ class Compilation:
         return ir.print_module(self.source, debug_info=True)
 
 
-def record_stages(source: ir.Operation, passes: Sequence[Pass]) -> dict[str, ir.Operation]:
+def record_stages(source: ir.Operation, passes: Sequence[Element]) -> dict[str, ir.Operation]:
     """A copy of the IR after each stage: `source` ("pmapc"), then each of `passes`
     run on a copy of it (passes are deterministic: the result is the IR they made)."""
     snapshots = {"pmapc": source}
@@ -158,7 +157,7 @@ def compile_ir(
 
 def run_pipeline(
     source: str | ir.Module,
-    passes: Sequence[Pass] | None = None,
+    passes: Sequence[Element] | None = None,
     target: Target = DEFAULT_TARGET,
 ) -> Compilation:
     """Run `passes` (default: the default pipeline for `target`) on pmapc IR, text or
@@ -184,7 +183,7 @@ def run_pipeline(
     return Compilation(module, original, passes, timer.seconds)
 
 
-def verify_result(module: ir.Module, original: ir.Operation, passes: Sequence[Pass]) -> None:
+def verify_result(module: ir.Module, original: ir.Operation, passes: Sequence[Element]) -> None:
     """Verify what `passes` made of `original`; if it is invalid, name the pass that
     broke it by running them again on a copy, verifying after each."""
     try:

@@ -28,9 +28,10 @@ from pmapc.passes import TARGETS, Pass, pipeline_text
 from pmapc.passes.combine_all_reduces import CombineAllReducesPass
 from pmapc.passes.flatten_maps import FlattenMapsPass
 from pmapc.passes.fold_gather_slice import FoldGatherSlicePass
+from pmapc.passes.fold_reshapes import FoldReshapesPass
 from pmapc.passes.lower_collectives import LowerCollectivesPass
+from pmapc.passes.manager import Element, UpstreamPass
 from pmapc.passes.predicate_divergent import PredicateDivergentPass
-from pmapc.passes.simplify import SimplifyPass
 from pmapc.passes.sink_gathers import SinkGathersPass
 from pmapc.passes.sink_slices import SinkSlicesPass
 from pmapc.passes.to_partitions import ToPartitionsPass, group_form
@@ -41,7 +42,7 @@ def default_pipeline(
     target: Target = DEFAULT_TARGET,
     replica_groups: GroupForm = DEFAULT_GROUP_FORM,
     ragged: RaggedForm = DEFAULT_RAGGED_FORM,
-) -> tuple[Pass, ...]:
+) -> tuple[Element, ...]:
     """`pmapc-to-stablehlo`: every stage after tracing, in order; in partition form
     the replica groups written as `replica_groups` says ("named" or "dense"), and
     ragged_all_to_all lowered in form `ragged` ("native" or "expanded")."""
@@ -55,8 +56,20 @@ def default_pipeline(
         LowerCollectivesPass(ragged=ragged),  # named collectives -> groups of mesh positions
         CombineAllReducesPass(),  # independent all_reduces -> one
         target_pass(target, replica_groups),  # the form jax.jit runs, or the replica form
-        SimplifyPass(),  # canonicalize and cse (last: they drop the op index)
+        *SIMPLIFY,  # fewer reshapes, constants shared, dead ops gone
     )
+
+
+# `simplify`: reshape chains folded, then MLIR's canonicalize and cse, last because
+# MLIR's passes drop every op object pmapc's passes share (the op index).
+# Canonicalize runs without region simplification (merging blocks, dropping
+# unreachable ones and dead block arguments): StableHLO's regions are single
+# blocks, where it finds nothing to do, and it cost a third of its time on W4.
+SIMPLIFY: tuple[Element, ...] = (
+    FoldReshapesPass(),
+    UpstreamPass("canonicalize", "canonicalize{region-simplify=disabled}"),
+    UpstreamPass("cse", "cse"),
+)
 
 
 # The stages every program needs; the others only move less data.
@@ -80,18 +93,21 @@ def lowering_pipeline(
     target: Target = DEFAULT_TARGET,
     replica_groups: GroupForm = DEFAULT_GROUP_FORM,
     ragged: RaggedForm = DEFAULT_RAGGED_FORM,
-) -> tuple[Pass, ...]:
+) -> tuple[Element, ...]:
     """`pmapc-lower`: the required stages of the default pipeline, in its order."""
     passes = default_pipeline(target, replica_groups, ragged)
-    return tuple(p for p in passes if isinstance(p, REQUIRED))
+    return tuple(p for p in passes if type(p) in REQUIRED)
 
 
 # Named pipelines, usable wherever a pass name is: `pmapc-lower{target=replicas}`,
 # `pmapc-to-stablehlo{replica-groups=dense}`.
-PIPELINES: dict[str, Callable[[Target, GroupForm, RaggedForm], tuple[Pass, ...]]] = {
+PIPELINES: dict[str, Callable[[Target, GroupForm, RaggedForm], tuple[Element, ...]]] = {
     "pmapc-lower": lowering_pipeline,
     "pmapc-to-stablehlo": default_pipeline,
+    "simplify": lambda *_: SIMPLIFY,
 }
+# The named pipelines that take no option.
+WITHOUT_OPTIONS = frozenset(("simplify",))
 
 
 def parse_pipeline(text: str) -> list:
@@ -101,14 +117,16 @@ def parse_pipeline(text: str) -> list:
     return pipeline_text.parse_pipeline(text, named)
 
 
-def _expand(name: str, given: dict[str, str]) -> tuple[Pass, ...]:
+def _expand(name: str, given: dict[str, str]) -> tuple[Element, ...]:
+    if name in WITHOUT_OPTIONS and given:
+        raise PipelineError(f"pipeline '{name}' takes no options, got '{sorted(given)[0]}'")
     return PIPELINES[name](*_pipeline_options(name, given))
 
 
 def describe(name: str, target: Target = DEFAULT_TARGET) -> str:
     """A named pipeline's passes, comma-separated (for --list-passes and --help)."""
     passes = PIPELINES[name](target, DEFAULT_GROUP_FORM, DEFAULT_RAGGED_FORM)
-    return ",".join(p.name for p in passes)
+    return ",".join(p.text if isinstance(p, UpstreamPass) else p.name for p in passes)
 
 
 def _pipeline_options(name: str, given: dict[str, str]) -> tuple[Target, GroupForm, RaggedForm]:

@@ -10,10 +10,10 @@ from pmapc.passes.base import KeptAnalysis, Pass
 from pmapc.passes.combine_all_reduces import CombineAllReducesPass, reduction_keys
 from pmapc.passes.flatten_maps import FlattenMapsPass
 from pmapc.passes.fold_gather_slice import FoldGatherSlicePass
+from pmapc.passes.fold_reshapes import FoldReshapesPass
 from pmapc.passes.lower_collectives import LowerCollectivesPass
 from pmapc.passes.op_index import op_index
 from pmapc.passes.predicate_divergent import PredicateDivergentPass
-from pmapc.passes.simplify import SimplifyPass
 from pmapc.passes.sink_gathers import SinkGathersPass
 from pmapc.passes.sink_slices import SinkSlicesPass
 from pmapc.passes.to_partitions import ToPartitionsPass
@@ -29,7 +29,7 @@ _ALL: tuple[type[Pass], ...] = (
     SinkGathersPass,
     LowerCollectivesPass,
     CombineAllReducesPass,
-    SimplifyPass,
+    FoldReshapesPass,
     ToPartitionsPass,
     ToReplicasPass,
 )

@@ -200,9 +200,7 @@ def run_pass(
     return changed
 
 
-def kept_through(
-    passes: Sequence[Pass], keepable: Collection[Analysis]
-) -> list[frozenset[Analysis]]:
+def kept_through(passes: Sequence, keepable: Collection[Analysis]) -> list[frozenset[Analysis]]:
     """For each pass of a pipeline, the analyses worth keeping current through it:
     those a later pass reads, as far back as every pass between keeps them (of
     `keepable`, the analyses that have keepers)."""

@@ -44,6 +44,10 @@ class UpstreamPass:
         return True
 
 
+# An element of a pipeline: one of pmapc's passes, or MLIR's.
+Element = Pass | UpstreamPass
+
+
 def holds(analysis: Callable[[ir.Module], object], result: object, module: ir.Module) -> bool:
     """Whether `result`, kept, is right for `module` as it now is (its keeper says:
     equal to a fresh result, or, for a cache, what it knows is so)."""
@@ -143,7 +147,7 @@ class IRDumps:
 
 def run_passes(
     module: ir.Module,
-    passes: Sequence[Pass],
+    passes: Sequence[Element],
     after_pass: AfterPass | None = None,
     verify_each: bool = True,
     check_preserved: bool = False,
@@ -193,6 +197,7 @@ class _PipelineRun:
                 self.add_dump(manager, "Before", pass_)
                 manager.add_upstream(pass_.text)
                 self.add_dump(manager, "After", pass_)
+                self.add_after_hook(manager, pass_)
                 self.changed = True
                 continue
             manager.add_python(
@@ -213,6 +218,14 @@ class _PipelineRun:
             return
         dump = functools.partial(self.dumps.dump, when, pass_.text, self.module)
         manager.add_python(dump, "PrintIRPass", "print-ir", "print the IR on stderr")
+
+    def add_after_hook(self, manager: ir.PassManager, pass_: UpstreamPass) -> None:
+        """A pass that tells `after_pass` MLIR's `pass_` ran (for stage snapshots and
+        timings), if the caller asked to hear of each pass."""
+        if self.after_pass is None:
+            return
+        hook = functools.partial(self.after_pass, pass_, self.module)
+        manager.add_python(hook, "AfterPassHook", "after-pass", "tell the caller a pass ran")
 
     def step(self, index: int, keep) -> None:
         """Run pmapc's pass `index` (the pass manager calls it)."""

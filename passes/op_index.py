@@ -3,7 +3,7 @@
 Walking a module from Python costs a microsecond or more per op, whatever the
 walk looks for, so the passes that look ops up by name (fold-gather-slice
 the slices, sink-gathers and lower-collectives the custom_calls,
-combine-all-reduces and the target passes the collectives, simplify the
+combine-all-reduces and the target passes the collectives, fold-reshapes the
 reshapes) share one walk through `Analyses`. It stays current through a pass
 that keeps it (its edits all go through its rewriter): `IndexKeeper` listens,
 takes each op built where it stands, drops each op erased and moves the ops of

@@ -16,11 +16,11 @@ from collections.abc import Callable, Mapping
 from pmapc import ir
 from pmapc.errors import PipelineError, did_you_mean
 from pmapc.passes import PASSES
-from pmapc.passes.base import Pass, from_options
-from pmapc.passes.manager import UpstreamPass
+from pmapc.passes.base import from_options
+from pmapc.passes.manager import Element, UpstreamPass
 
 # A named pipeline: its options, as written, -> its passes.
-NamedPipeline = Callable[[dict[str, str]], "tuple[Pass, ...]"]
+NamedPipeline = Callable[[dict[str, str]], "tuple[Element, ...]"]
 
 
 # MLIR's passes a pmapc pipeline most often names (any registered one runs).

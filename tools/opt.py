@@ -29,9 +29,15 @@ import sys
 
 from pmapc import dialect, ir, options
 from pmapc.compiler.driver import verify_result
-from pmapc.compiler.pipeline import PIPELINES, describe, parse_pipeline
+from pmapc.compiler.pipeline import PIPELINES, WITHOUT_OPTIONS, describe, parse_pipeline
 from pmapc.errors import DiagnosticError, PipelineError
-from pmapc.options import DEFAULT_GROUP_FORM, DEFAULT_TARGET, GroupForm
+from pmapc.options import (
+    DEFAULT_GROUP_FORM,
+    DEFAULT_RAGGED_FORM,
+    DEFAULT_TARGET,
+    GroupForm,
+    RaggedForm,
+)
 from pmapc.passes import PASSES, TARGETS
 from pmapc.passes.base import option_fields, summary
 from pmapc.passes.manager import IRDumps, run_passes
@@ -237,6 +243,12 @@ def list_passes() -> int:
         f"  {{replica-groups={forms}}} (default {DEFAULT_GROUP_FORM}): in partition form, "
         "replica groups as mesh axes or as device ids"
     )
+    ragged = "|".join(options.choices(RaggedForm))
+    print(
+        f"  {{ragged={ragged}}} (default {DEFAULT_RAGGED_FORM}): ragged_all_to_all as XLA's "
+        "op (GPU, TPU) or as all_to_alls of padded slices"
+    )
+    print(f"  (options of the pipelines but {', '.join(sorted(WITHOUT_OPTIONS))})")
     return 0
 
 

@@ -125,7 +125,7 @@ def test_the_nesting_walk_serves_every_pass(monkeypatch):
     """verify-axes walks each function once; flatten-maps builds the op index from
     those walks, and on a nest whose arguments and results the sink passes split
     (they rewrite, and preserve it) no pass after it walks again: fold-gather-slice,
-    lower-collectives, combine-all-reduces, to-partitions and simplify take the
+    lower-collectives, combine-all-reduces, to-partitions and fold-reshapes take the
     index as the passes before left it."""
     module = ir.parse_module(traced_ir(nested(chain), X), ir.make_context())
     functions = list(ir.functions(module))

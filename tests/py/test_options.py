@@ -22,7 +22,9 @@ def test_members_are_their_pipeline_text():
 
 
 def test_a_pipeline_string_gives_typed_options():
-    (*_, to_partitions, _simplify) = parse_pipeline("pmapc-to-stablehlo{replica-groups=dense}")
+    *_, to_partitions, _fold, _canonicalize, _cse = parse_pipeline(
+        "pmapc-to-stablehlo{replica-groups=dense}"
+    )
     assert to_partitions.replica_groups is GroupForm.DENSE
     (pass_,) = parse_pipeline("to-partitions{replica-groups=named}")
     assert pass_.replica_groups is GroupForm.NAMED

@@ -17,10 +17,10 @@ from pmapc.passes import KEPT_ANALYSES
 from pmapc.passes.base import Analyses, kept_by, kept_through
 from pmapc.passes.combine_all_reduces import reduction_keys
 from pmapc.passes.flatten_maps import FlattenMapsPass
-from pmapc.passes.manager import cyclic_gc_paused, run_passes
+from pmapc.passes.fold_reshapes import FoldReshapesPass
+from pmapc.passes.manager import UpstreamPass, cyclic_gc_paused, run_passes
 from pmapc.passes.nesting import analyze
 from pmapc.passes.op_index import op_index
-from pmapc.passes.simplify import SimplifyPass
 from pmapc.passes.verify_axes import VerifyAxesPass, verified_nesting
 from pmapc.rewriter import Rewriter
 from pmapc.tools.main import main
@@ -44,7 +44,7 @@ class BreakResultTypePass:
         return True
 
 
-BROKEN = (VerifyAxesPass(), FlattenMapsPass(), BreakResultTypePass(), SimplifyPass())
+BROKEN = (VerifyAxesPass(), FlattenMapsPass(), BreakResultTypePass(), FoldReshapesPass())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,10 +148,10 @@ def test_an_analysis_is_kept_current_only_through_passes_before_one_that_reads_i
     assert kept["verify-axes"] == {verified_nesting}
     assert kept["flatten-maps"] == {op_index, reduction_keys}
     assert kept["lower-collectives"] == {op_index, reduction_keys}
-    # No pass after combine-all-reduces reads its keys; simplify reads the index.
+    # No pass after combine-all-reduces reads its keys; fold-reshapes reads the index.
     assert kept["combine-all-reduces"] == {op_index}
     assert kept["to-partitions"] == {op_index}
-    assert kept["simplify"] == set()
+    assert kept["fold-reshapes"] == set()
 
 
 def test_a_pass_that_drops_every_analysis_ends_what_is_kept_before_it():
@@ -161,7 +161,7 @@ def test_a_pass_that_drops_every_analysis_ends_what_is_kept_before_it():
         reads: ClassVar[tuple] = ()
         keeps: ClassVar[tuple] = ()  # it edits without the rewriter
 
-    passes = (VerifyAxesPass(), DropEverythingPass(), SimplifyPass())
+    passes = (VerifyAxesPass(), DropEverythingPass(), FoldReshapesPass())
     assert kept_through(passes, KEPT_ANALYSES) == [frozenset(), {op_index}, frozenset()]
 
 
@@ -171,7 +171,7 @@ def test_a_pass_that_edits_through_its_rewriter_keeps_every_kept_analysis_by_def
     assert all(analysis.keeper is not None for analysis in KEPT_ANALYSES)
     lowering = next(p for p in default_pipeline() if p.name == "lower-collectives")
     assert kept_by(lowering, KEPT_ANALYSES) == KEPT_ANALYSES
-    assert kept_by(SimplifyPass(), KEPT_ANALYSES) == ()
+    assert kept_by(UpstreamPass("cse", "cse"), KEPT_ANALYSES) == ()
     root = pathlib.Path(__file__).resolve().parents[2] / "passes"
     importers = sorted(
         path.name

@@ -15,6 +15,7 @@
 // CHECK: --to-replicas {{ *}}Put a lowered program in replica form
 // CHECK: Pipelines:
 // CHECK: --pmapc-lower {{ *}}verify-axes,flatten-maps,predicate-divergent,lower-collectives,to-partitions{{$}}
-// CHECK: --pmapc-to-stablehlo {{ *}}verify-axes,flatten-maps,{{.*}},combine-all-reduces,to-partitions,simplify{{$}}
+// CHECK: --pmapc-to-stablehlo {{ *}}verify-axes,flatten-maps,{{.*}},combine-all-reduces,to-partitions,fold-reshapes,canonicalize{region-simplify=disabled},cse{{$}}
+// CHECK: --simplify {{ *}}fold-reshapes,canonicalize{region-simplify=disabled},cse{{$}}
 // CHECK: {target=partitions|replicas} (default partitions): the form the pipeline puts the program in, by to-partitions or to-replicas
 // CHECK: {replica-groups=named|dense} (default named): in partition form, replica groups as mesh axes or as device ids
