@@ -160,10 +160,17 @@ def execution_form(module: ir.Module, mesh: Mesh) -> Target:
     return Target.PARTITIONS if partitions > 1 else Target.REPLICAS
 
 
-def check_host_callbacks(module: ir.Module, count: int) -> None:
-    """Refuse a module whose host callbacks call Python functions it was not given
+def check_custom_calls(module: ir.Module, callbacks: int, devices: Sequence[xla.Device]) -> None:
+    """The checks of the module's custom calls before XLA compiles it, in one walk."""
+    custom_calls = [op for f in ir.functions(module).values() for op in ir.walk_custom_calls(f)]
+    check_host_callbacks(custom_calls, callbacks)
+    check_native_ragged(custom_calls, devices)
+
+
+def check_host_callbacks(custom_calls: Sequence[ir.Operation], count: int) -> None:
+    """Refuse host callbacks that call Python functions the module was not given
     (`count` of them): a module saved as text keeps the ops, not the functions."""
-    for op in dialect.host_callbacks_of(module):
+    for op in filter(dialect.is_host_callback, custom_calls):
         index = dialect.host_callback_index(op)
         if index is not None and 0 <= index < count:
             continue
@@ -177,23 +184,21 @@ def check_host_callbacks(module: ir.Module, count: int) -> None:
         )
 
 
-def check_native_ragged(module: ir.Module, devices: Sequence[xla.Device]) -> None:
+def check_native_ragged(custom_calls: Sequence[ir.Operation], devices: Sequence[xla.Device]):
     """Refuse XLA's ragged_all_to_all (the native form) for devices whose XLA does
     not run it (XLA:CPU has no ragged-all-to-all), where a compile would fail inside
     XLA with UNIMPLEMENTED."""
     platforms = {device.platform for device in devices}
     if platforms <= NATIVE_RAGGED_PLATFORMS:
         return
-    for function in ir.functions(module).values():
-        for _, op, _ in ir.walk_named(function, {"stablehlo.custom_call"}):
-            if ragged.is_native(op):
-                names = ", ".join(sorted(platforms - NATIVE_RAGGED_PLATFORMS))
-                raise dialect.error_at(
-                    op,
-                    f"XLA's ragged_all_to_all (the native form) does not run on {names}; "
-                    "lower it with ragged='expanded' (pmapc.lower's default there)",
-                    Category.UNSUPPORTED,
-                )
+    for op in filter(ragged.is_native, custom_calls):
+        names = ", ".join(sorted(platforms - NATIVE_RAGGED_PLATFORMS))
+        raise dialect.error_at(
+            op,
+            f"XLA's ragged_all_to_all (the native form) does not run on {names}; "
+            "lower it with ragged='expanded' (pmapc.lower's default there)",
+            Category.UNSUPPORTED,
+        )
 
 
 class Executable:
@@ -206,8 +211,7 @@ class Executable:
         compiler_options: dict | None = None,
         host_callbacks: Sequence = (),
     ):
-        check_host_callbacks(module, len(host_callbacks))
-        check_native_ragged(module, devices)
+        check_custom_calls(module, len(host_callbacks), devices)
         self.mesh = dialect.mesh_of(module)
         self.devices = list(devices)
         self.arguments, self.results = signatures(module, self.mesh)

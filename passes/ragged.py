@@ -89,19 +89,20 @@ def expanded(
     if rows == 0:
         return output  # nothing to send, or nowhere to write it
     slices = ir.shape_of(input_offsets.type)[0]
-    index_type = ir.tensor_type([], ir.i32_type())
+    zero = hlo.i32_scalar(b, 0)
     starts = [_index(b, input_offsets, i) for i in range(slices)]
-    stacked = _pack(b, operand, starts, rows)
+    stacked = _pack(b, operand, starts, rows, zero)
     # What a ragged exchange would move at most: the operand, and no slice beyond `rows`.
     ragged_rows = ir.i64_attr(min(operand_rows, slices * rows))
     received = _all_to_all(b, stacked, groups, count, {RAGGED_ROWS: ragged_rows})
     offsets = _all_to_all(b, _as_i32(b, output_offsets), groups, count)
     result = _padded(b, output, rows)
-    zero = hlo.constant(b, ir.scalar_i32_attr(0), index_type)
+    window = [rows, *ir.shape_of(output.type)[1:]]
+    row = hlo.iota(b, ir.tensor_type(window, ir.i32_type()), 0)  # each row's index
     for j in range(slices):
-        chunk = hlo.drop_dim(b, _row_block(b, received, j), 0)
+        chunk = hlo.drop_dim(b, hlo.slice_rows(b, received, j, j + 1), 0)
         offset, size = hlo.element(b, offsets, j), _index(b, recv_sizes, j)
-        result = _write(b, result, chunk, offset, size, zero)
+        result = _write(b, result, chunk, offset, size, row, zero)
     return hlo.slice_rows(b, result, 0, ir.shape_of(output.type)[0])
 
 
@@ -125,12 +126,12 @@ def _padded(b: Builder, value: ir.Value, rows: int) -> ir.Value:
     return hlo.concatenate(b, [value, zeros], 0)
 
 
-def _pack(b: Builder, operand: ir.Value, starts: list[ir.Value], rows: int) -> ir.Value:
+def _pack(
+    b: Builder, operand: ir.Value, starts: list[ir.Value], rows: int, zero: ir.Value
+) -> ir.Value:
     """[K, rows, ...]: for each start, `rows` rows of `operand` from it (zero-padded)."""
     shape = list(ir.shape_of(operand.type))
     padded = _padded(b, operand, rows)
-    index_type = ir.tensor_type([], ir.i32_type())
-    zero = hlo.constant(b, ir.scalar_i32_attr(0), index_type)
     trailing = [zero] * (len(shape) - 1)
     window = [rows, *shape[1:]]
     chunks = [
@@ -159,24 +160,20 @@ def _all_to_all(
     return b.create("stablehlo.all_to_all", [value], [value.type], attributes).result
 
 
-def _row_block(b: Builder, value: ir.Value, index: int) -> ir.Value:
-    return hlo.slice_rows(b, value, index, index + 1)
-
-
 def _write(
     b: Builder,
     result: ir.Value,
     chunk: ir.Value,
     offset: ir.Value,
     size: ir.Value,
+    row: ir.Value,
     zero: ir.Value,
 ) -> ir.Value:
-    """`result` with the first `size` rows of `chunk` written from row `offset`."""
+    """`result` with the first `size` rows of `chunk` written from row `offset` (`row`:
+    each element's row index, in `chunk`'s shape)."""
     shape = ir.shape_of(chunk.type)
     trailing = [zero] * (len(shape) - 1)
     current = hlo.dynamic_slice(b, result, [offset, *trailing], shape)
-    row_type = ir.tensor_type(shape, ir.i32_type())
-    row = hlo.iota(b, row_type, 0)
-    keep = hlo.compare(b, "LT", row, hlo.broadcast_in_dim(b, size, row_type, []))
+    keep = hlo.compare(b, "LT", row, hlo.broadcast_in_dim(b, size, row.type, []))
     merged = hlo.select(b, keep, chunk, current)
     return hlo.dynamic_update_slice(b, result, merged, [offset, *trailing])

@@ -144,6 +144,12 @@ def test_pipeline_options_are_typed():
         ("pmapc-to-stablehlo{target=gpu}", "takes partitions or replicas, got 'gpu'"),
         ("to-partitions{first-channel=0}", "must be at least 1, got 0"),
         ("to-replicas{first-channel=1}", "has no option 'first-channel'"),
+        (
+            "lower-collectives{ragged=padded}",
+            "'ragged' of pass 'lower-collectives' takes native or",
+        ),
+        ("pmapc-lower{ragged=padded}", "'ragged' of pipeline 'pmapc-lower' takes native or"),
+        ("simplify{target=replicas}", "pipeline 'simplify' takes no options, got 'target'"),
     ],
 )
 def test_bad_pipelines_are_named(pipeline, message):
