@@ -1,15 +1,19 @@
 """New programs, each called once: time and resident memory against `jax.jit(shard_map)`.
 
-    .venv/bin/python benchmarks/new_programs.py [--count 300] [--rounds 3] [--json OUT.json]
+    .venv/bin/python benchmarks/new_programs.py [--count 300] [--rounds 3]
+        [--sizes tiny,W1,distinct] [--json OUT.json]
     .venv/bin/python benchmarks/new_programs.py --stages [--count 100]
 
 What a hyper-parameter sweep, a notebook or a test suite does: make a program,
 call it once, drop it, make the next. Each program is new to both compilers
-(its constant differs), so every call traces, lowers, runs the passes and
-compiles. Two sizes:
+(its constant differs), so every call traces, lowers and compiles; pmapc runs
+its passes on the first of a structure only. Three sizes:
 
-    tiny  a 2x4 psum over 'model' of the input times the program's constant
-    W1    W1's MLP SGD step (benchmarks/workloads.py) with the program's learning rate
+    tiny      a 2x4 psum over 'model' of the input times the program's constant
+    W1        W1's MLP SGD step (benchmarks/workloads.py) with the program's learning rate
+    distinct  tiny, its input 2x4xN for the N-th program: each program's structure
+              is its own, so pmapc compiles every one (tiny and W1 programs share
+              the structure of the first, lowering/structure.py)
 
 Each (size, system) runs in a child process of its own, so that its resident
 memory is its own: the child makes one program first (what every program
@@ -39,7 +43,7 @@ import time
 from pathlib import Path
 
 SYSTEMS = ("pmapc", "shard_map")
-SIZES = ("tiny", "W1")
+SIZES = ("tiny", "W1", "distinct")
 
 
 def child(size: str, system: str, count: int) -> dict:
@@ -53,10 +57,12 @@ def child(size: str, system: str, count: int) -> dict:
 
     import workloads
 
-    if size == "tiny":
-        x = np.arange(2 * 4 * 3, dtype=np.float32).reshape(2, 4, 3)
+    if size in ("tiny", "distinct"):
 
-        def make(constant: float):
+        def make(constant: float, index: int):
+            length = 3 if size == "tiny" else 1 + index
+            x = np.arange(2 * 4 * length, dtype=np.float32).reshape(2, 4, length)
+
             def body(y):
                 return jax.lax.psum(y * constant, "model")
 
@@ -68,7 +74,7 @@ def child(size: str, system: str, count: int) -> dict:
     else:
         w1 = workloads.mlp(2, 4)
 
-        def make(constant: float):
+        def make(constant: float, index: int):
             def step(w1_block, w2_block, x, y):
                 loss, (g1, g2) = jax.value_and_grad(_mlp_loss, argnums=(0, 1))(
                     w1_block, w2_block, x, y
@@ -83,7 +89,7 @@ def child(size: str, system: str, count: int) -> dict:
             return workloads.shard_map_jit(step, mesh, w1.shard_in_specs, out_specs), w1.shard_args
 
     def new_program(index: int) -> None:
-        function, args = make(0.001 * (index + 1))
+        function, args = make(0.001 * (index + 1), index)
         jax.block_until_ready(function(*args))
 
     new_program(0)
@@ -228,7 +234,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=300, help="new programs per child")
     parser.add_argument("--rounds", type=int, default=3, help="children per (size, system)")
-    parser.add_argument("--sizes", default=",".join(SIZES), help="tiny, W1 or both")
+    parser.add_argument(
+        "--sizes", default=",".join(SIZES), help="some of tiny, W1, distinct (comma-separated)"
+    )
     parser.add_argument("--json", type=Path, help="write every child's figures here")
     parser.add_argument(
         "--stages", action="store_true", help="time each stage of new tiny programs instead"

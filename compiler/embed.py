@@ -25,10 +25,12 @@ and name them.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import itertools
 import math
+import threading
 import time
 from collections.abc import Callable
 
@@ -38,7 +40,7 @@ from jax.sharding import PartitionSpec
 from pmapc import dialect, ir
 from pmapc.compiler import driver, runtime
 from pmapc.errors import PmapcError
-from pmapc.lowering import jax_api, jax_lowering, placement, primitives, trace
+from pmapc.lowering import jax_api, jax_lowering, placement, primitives, structure, trace
 from pmapc.lowering.locations import at_user_call_site
 from pmapc.options import GroupForm, Target, ragged_form_for
 
@@ -64,6 +66,54 @@ class SpmdProgram:
     host_callbacks: tuple  # what its host-callback ops call, by index
 
 
+class SharedPrograms:
+    """The per-device programs of the last `size` map structures compiled
+    (lowering/structure.py), least recently used first out: a new map of a known
+    structure (the next program of a sweep) takes its program from here, its
+    float literals fed as constants, instead of going through the compiler."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._programs: collections.OrderedDict[tuple, SpmdProgram] = collections.OrderedDict()
+        self._lock = threading.Lock()  # threads may lower jitted functions at once
+        self.hits = self.misses = 0
+
+    def get(self, key: tuple, compile: Callable[[], SpmdProgram]) -> SpmdProgram:
+        """The program of structure `key`, made by `compile()` if none is kept."""
+        with self._lock:
+            program = self._programs.get(key)
+            if program is not None:
+                self.hits += 1
+                self._programs.move_to_end(key)
+                return program
+            self.misses += 1
+        program = compile()
+        if program.host_callbacks:  # what its callbacks call is its function's own
+            return program
+        with self._lock:
+            self._programs[key] = program
+            if len(self._programs) > self.size:
+                self._programs.popitem(last=False)
+        return program
+
+    # What `jax.clear_caches()` calls (jax_api.register_cache).
+    def cache_clear(self) -> None:
+        with self._lock:
+            self._programs.clear()
+            self.hits = self.misses = 0
+
+    def cache_info(self) -> str:
+        return f"hits={self.hits} misses={self.misses} currsize={len(self._programs)}"
+
+    def cache_keys(self) -> list[tuple]:
+        return list(self._programs)
+
+
+# Each entry holds one per-device module's bytecode (a few KiB for a small step).
+SHARED_PROGRAMS = SharedPrograms(64)
+jax_api.register_cache(SHARED_PROGRAMS, "pmapc: per-device programs by map structure")
+
+
 def lower_outermost(ctx, *operands, mesh, **params) -> list:
     """`map_p`'s lowering rule inside `jax.jit`: an outermost map through pmapc
     (see the module docstring); a nested map lowered on its own is refused."""
@@ -72,21 +122,45 @@ def lower_outermost(ctx, *operands, mesh, **params) -> list:
         mesh = placement.concrete(mesh)
     except PmapcError as error:
         raise at_user_call_site(error) from None
-    program = compile_map(ctx, mesh, params)
-    run = functools.partial(_run_on_mesh, program, mesh)
+    program, constants = _program(ctx, mesh, params)
+    run = functools.partial(_run_on_mesh, program, constants, mesh)
     return jax_lowering.lower_fun(run)(ctx, *operands)
 
 
-def compile_map(ctx, mesh, params) -> SpmdProgram:
-    """The map of `map_p`'s rule context `ctx` as pmapc IR (lowered inside JAX's
-    lowering, `trace.map_ir`), through the passes for the partition target."""
-    avals_in, avals_out = ctx.avals_in, ctx.avals_out
+def _program(ctx, mesh, params) -> tuple[SpmdProgram, tuple]:
+    """The program of the map (`ctx` its rule context), shared with the maps of its
+    structure when it has one, and the constants its leading operands take."""
+    shared = structure.shared_map(params)
+    if shared is None:
+        return compile_map(ctx, mesh, params, ctx.avals_in), ()
+    constant_avals = shared.params["jaxpr"].in_avals[: len(shared.constants)]
+    platforms = tuple(ctx.module_context.platforms)
+    key = (
+        shared.key,
+        tuple(ctx.avals_in),
+        tuple(ctx.avals_out),
+        mesh,
+        platforms,
+        jax_api.trace_context(),
+    )
+    program = SHARED_PROGRAMS.get(
+        key,
+        lambda: compile_map(ctx, mesh, shared.params, [*constant_avals, *ctx.avals_in]),
+    )
+    return program, shared.constants
+
+
+def compile_map(ctx, mesh, params, avals_in) -> SpmdProgram:
+    """The map of `map_p`'s parameters `params` on operands `avals_in` as pmapc IR
+    (lowered inside JAX's lowering that `ctx` is a rule context of,
+    `trace.map_ir`), through the passes for the partition target."""
+    avals_out = ctx.avals_out
 
     def one_map(*operands):
         return primitives.map_p.bind(*operands, mesh=mesh, **params)
 
     start = time.perf_counter()
-    one_map_jaxpr = jax.make_jaxpr(one_map)(*[jax_api.shape_dtype(aval) for aval in avals_in])
+    one_map_jaxpr = jax_api.trace_flat(one_map, list(avals_in), [], "pmapc's outermost map")
     traced_ir = trace.map_ir(ctx, one_map_jaxpr, params["name"])
     compilation = driver.compile_ir(
         traced_ir,
@@ -127,12 +201,16 @@ def _block_aval(aval, split, mesh):
     return jax_api.ShapedArray(tuple(shape), aval.dtype, weak_type=aval.weak_type)
 
 
-def _run_on_mesh(program: SpmdProgram, mesh, *operands):
-    def body(*blocks):
-        return tuple(spmd_call_p.bind(*blocks, program=program))
+def _run_on_mesh(program: SpmdProgram, constants: tuple, mesh, *operands):
+    """`program` on every device of `mesh`, `constants` its leading operands: literals
+    of the body, which XLA folds into the program as it folds JAX's."""
 
+    def body(*blocks):
+        return tuple(spmd_call_p.bind(*constants, *blocks, program=program))
+
+    in_specs = program.in_specs[len(constants) :]
     return jax.shard_map(
-        body, mesh=mesh, in_specs=program.in_specs, out_specs=program.out_specs, check_vma=False
+        body, mesh=mesh, in_specs=in_specs, out_specs=program.out_specs, check_vma=False
     )(*operands)
 
 

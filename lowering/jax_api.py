@@ -32,11 +32,13 @@ from typing import TYPE_CHECKING, Any
 import jax
 import jax.extend.core
 import numpy as np
+from jax._src import api_util as _api_util
 from jax._src import checkify as _checkify
 from jax._src import config as _config
 from jax._src import core as _core
 from jax._src import dispatch as _dispatch
 from jax._src import effects as _effects
+from jax._src import linear_util as _lu
 from jax._src import pjit as _pjit
 from jax._src import shard_map as _shard_map
 from jax._src import source_info_util as _source_info
@@ -68,6 +70,7 @@ SINCE_0_11 = JAX_VERSION >= (0, 11, 0)
 
 # 0.12: one class with Jaxpr, this its alias (which 0.12's stubs leave unexported)
 ClosedJaxpr = jax.extend.core.ClosedJaxpr  # pyright: ignore[reportPrivateImportUsage]
+Jaxpr = jax.extend.core.Jaxpr
 
 # `jax.jit(..., inline=...)` that inlines the jitted function into an enclosing
 # trace, so that `jax.make_jaxpr` of a map shows the map itself: `True` until
@@ -228,6 +231,41 @@ def closure_to_arguments(closed: ClosedJaxpr) -> tuple[ClosedJaxpr, list]:
     return ClosedJaxpr(jaxpr, ()), list(closed.consts)
 
 
+def trace_context() -> tuple:
+    """The configuration that decides how JAX traces and lowers (what its own caches
+    of jitted functions are keyed on besides the function and its arguments)."""
+    return _config.trace_context()
+
+
+def trace_flat(fun: Callable, avals: list, axis_env: list, traced_for: str) -> ClosedJaxpr:
+    """The closed jaxpr of `fun` (flat arguments to a list of flat results) on
+    `avals`, the axes of `axis_env` bound: what `jax.make_jaxpr(fun, axis_env=...)`
+    makes (values `fun` closes over, outer tracers included, are its constants),
+    without staging a `jax.jit` of it around the trace (a third of a small body's
+    tracing time). `traced_for` names the trace in JAX's messages."""
+    debug = _api_util.debug_info(traced_for, fun, avals, {})
+    with _core.extend_axis_env_nd(axis_env):
+        jaxpr, _, consts = _pe.trace_to_jaxpr_dynamic(_lu.wrap_init(fun, debug_info=debug), avals)
+    return ClosedJaxpr(jaxpr, consts)
+
+
+def is_literal(atom) -> bool:
+    """Whether a jaxpr equation's operand is a literal (a scalar written in the
+    jaxpr, as `mul b 0.001:f32[]`) rather than a variable."""
+    return isinstance(atom, _core.Literal)
+
+
+def new_var(aval):
+    """A fresh jaxpr variable of abstract value `aval`."""
+    return _core.Var(aval)
+
+
+def with_operands(jaxpr, invars: list, eqns: list):
+    """`jaxpr` (open) with these arguments and equations: JAX renames arguments it
+    cannot name any more (`debug_info`) when `invars` changes."""
+    return jaxpr.replace(invars=invars, eqns=eqns)
+
+
 def is_weakly_typed(value) -> bool:
     """Whether a value's dtype is weak (a Python scalar's: it defers to the other
     operand's dtype in promotion)."""
@@ -272,6 +310,12 @@ def compiled_impl(primitive):
 
     _util.register_cache(program, f"pmapc: eager {primitive.name}")  # jax.clear_caches()
     return impl
+
+
+def register_cache(cache, description: str) -> None:
+    """Have `jax.clear_caches()` clear `cache` (an object with `cache_clear`,
+    `cache_info` and `cache_keys`, as `functools.lru_cache`'s)."""
+    _util.register_cache(cache, description)
 
 
 def place_on_mesh(operands, mesh):

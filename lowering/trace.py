@@ -1,10 +1,10 @@
 """Tracing `pmapc.pmap` calls: arguments to mapped leaves, bodies to jaxprs.
 
-Every call traces its body with `jax.make_jaxpr` under the map's axis and
-binds `map_p` with the body as a parameter. A call made while a body is being
-traced is a nested map; the outermost call also finds the nest's mesh. The
-pmapc IR of any traced function is its StableHLO with maps and collectives
-lowered to `@pmapc.*` ops (`pmapc_ir`).
+Every call traces its body to a jaxpr under the map's axis (`jax_api.trace_flat`,
+what `jax.make_jaxpr` makes) and binds `map_p` with the body as a parameter. A
+call made while a body is being traced is a nested map; the outermost call also
+finds the nest's mesh. The pmapc IR of any traced function is its StableHLO with
+maps and collectives lowered to `@pmapc.*` ops (`pmapc_ir`).
 """
 
 from __future__ import annotations
@@ -301,7 +301,7 @@ def _axis_size(spec: MapSpec, call: MappedCall) -> int:
 def trace_body(spec: MapSpec, call: MappedCall):
     """The body's closed jaxpr, its output tree, and the out_axes of each output leaf."""
     body_avals = [
-        jax.ShapeDtypeStruct(
+        jax_api.ShapedArray(
             _drop(np.shape(leaf), axis), leaf.dtype, weak_type=jax_api.is_weakly_typed(leaf)
         )
         for leaf, axis in zip(call.leaves, call.leaf_axes)
@@ -320,8 +320,8 @@ def trace_body(spec: MapSpec, call: MappedCall):
     axes.append((spec.axis_name, call.axis_size))
     try:
         with jax_api.tracing_map_body():
-            closed = jax.make_jaxpr(flat_body, axis_env=[(spec.axis_name, call.axis_size)])(
-                *body_avals
+            closed = jax_api.trace_flat(
+                flat_body, body_avals, [(spec.axis_name, call.axis_size)], "pmapc.pmap"
             )
     except PmapcError:
         raise  # a nested map's error, already in pmapc's terms

@@ -9,9 +9,10 @@ assembles the global array from the blocks. The gather stays only for other
 users. Repeats until nothing changes, so 3-deep nests return fully split.
 
 To reach the results, a gather first moves below elementwise ops whose other
-operands are the same everywhere (splat constants, broadcast scalar constants):
-`all_gather(x) * 0.5` becomes `all_gather(x * 0.5)`, which also computes on
-one block instead of the whole stack. It also moves below a psum, pmax or
+operands are the same everywhere (splat constants, broadcast scalar constants
+or scalar arguments of @main): `all_gather(x) * 0.5` becomes
+`all_gather(x * 0.5)`, which also computes on one block instead of the whole
+stack. It also moves below a psum, pmax or
 pmin over other axes: `psum(all_gather(x, "model"), "data")` becomes
 `all_gather(psum(x, "data"), "model")`, which reduces a block instead of the
 stack.
@@ -182,13 +183,19 @@ def regather(
 
 
 def is_uniform(value: ir.Value) -> bool:
-    """Whether `value` is a splat constant or a broadcast scalar constant: the same at
-    every position and on every device (an `axis_index`, say, is not)."""
+    """Whether `value` is a splat constant or a broadcast scalar, constant or an
+    argument of @main: the same at every position and on every device (an
+    `axis_index`, say, is not). A scalar argument of @main has no dimension to
+    split; `jax.jit` passes a map's float literals as such (lowering/structure.py)."""
     producer = patterns.defining_op(value)
     if producer is not None and producer.name == "stablehlo.broadcast_in_dim":
-        if ir.shape_of(producer.operands[0].type):
+        scalar = producer.operands[0]
+        if ir.shape_of(scalar.type):
             return False
-        producer = patterns.defining_op(producer.operands[0])
+        argument = ir.entry_argument(scalar)
+        if argument is not None and argument[0] == "main":
+            return True
+        producer = patterns.defining_op(scalar)
     return (
         producer is not None
         and producer.name == "stablehlo.constant"

@@ -174,17 +174,22 @@ class MappedFunction:
         self.donate_argnums = (
             (donate_argnums,) if isinstance(donate_argnums, int) else tuple(donate_argnums)
         )
-        self._jitted = jax.jit(
-            self._outermost_function(),
-            inline=jax_api.INLINE_WHILE_TRACING,
-            static_argnums=self.spec.static_argnums,
-            donate_argnums=self.donate_argnums,
-        )
         self._in_flight = runtime.InFlight()  # bounds the eager calls' runs queued
         # Whether a call goes straight to the jitted map: no donation to check and
         # one process. Known after the first call (the process count is fixed once
         # JAX has run anything: jax.distributed.initialize must come first).
         self._direct = False
+
+    @functools.cached_property
+    def _jitted(self):
+        """The jitted outermost map, made when first called outermost: most maps
+        are nested ones, which only bind the map in their enclosing body."""
+        return jax.jit(
+            self._outermost_function(),
+            inline=jax_api.INLINE_WHILE_TRACING,
+            static_argnums=self.spec.static_argnums,
+            donate_argnums=self.donate_argnums,
+        )
 
     @jax_frames.api_boundary
     def __call__(self, *args, **kwargs):

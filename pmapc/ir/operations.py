@@ -289,6 +289,18 @@ def value_owner_op(value: ir.Value) -> ir.Operation | None:
     return ir.OpResult(value).owner.operation
 
 
+def entry_argument(value: ir.Value) -> tuple[str, int] | None:
+    """(the function's name, the argument's position) when `value` is an argument of
+    a function's entry block; None for an op's result or a nested block's argument."""
+    if not isinstance(value, ir.BlockArgument):
+        return None
+    block = value.owner
+    owner = block.owner.operation
+    if owner.name != "func.func" or block != owner.regions[0].blocks[0]:
+        return None
+    return symbol_name(owner), value.arg_number
+
+
 def uses_of(value: ir.Value) -> list[tuple[ir.Operation, int]]:
     """(owner op, operand number) for each use of `value`."""
     return [(use.owner.operation, use.operand_number) for use in value.uses]

@@ -117,6 +117,32 @@ module @scaled_after_gather {
 
 // -----
 
+// The scale is a scalar argument of @main (as `jax.jit` passes a map's float
+// literals, lowering/structure.py): the same on every device, so the gather
+// moves below the multiply as for a constant.
+// CHECK-LABEL: module @scaled_by_an_argument
+// CHECK: @main(%{{.*}}: tensor<f32> {pmapc.split = []}, %{{.*}}) -> (tensor<1x1x8xf32> {pmapc.split = {{\[}}["data"], ["model"], []]})
+// CHECK-NOT: pmapc.all_gather
+// CHECK: stablehlo.multiply %{{.*}}, %{{.*}} : tensor<8xf32>
+// CHECK-NOT: pmapc.all_gather
+module @scaled_by_an_argument {
+  func.func public @main(%scale: tensor<f32>, %x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+    %0 = stablehlo.custom_call @pmapc.map(%scale, %x) {called_computations = [@outer], api_version = 4 : i32, backend_config = {axis_name = "data", axis_size = 2 : i64, in_axes = [unit, 0], out_axes = [0]}} : (tensor<f32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+    return %0 : tensor<2x4x8xf32>
+  }
+  func.func private @outer(%s: tensor<f32>, %y: tensor<4x8xf32>) -> tensor<4x8xf32> {
+    %0 = stablehlo.custom_call @pmapc.map(%y) {called_computations = [@inner], api_version = 4 : i32, backend_config = {axis_name = "model", axis_size = 4 : i64, in_axes = [0], out_axes = [0]}} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+    %1 = stablehlo.broadcast_in_dim %s, dims = [] : (tensor<f32>) -> tensor<4x8xf32>
+    %2 = stablehlo.multiply %0, %1 : tensor<4x8xf32>
+    return %2 : tensor<4x8xf32>
+  }
+  func.func private @inner(%z: tensor<8xf32>) -> tensor<8xf32> {
+    return %z : tensor<8xf32>
+  }
+}
+
+// -----
+
 // An elementwise op with attributes (compare's direction) keeps them when it
 // moves below the gather.
 // CHECK-LABEL: module @compared_after_gather

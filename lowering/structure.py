@@ -1,0 +1,175 @@
+"""A map's structure: what decides the per-device program pmapc compiles for it.
+
+A sweep, a notebook or a test suite makes programs that differ in a constant:
+the learning rate of a step, the scale of a loss, a temperature. To `jax.jit`
+each is a new function, and so, inside it, a new outermost map for pmapc to
+lower, run through its passes and embed (compiler/embed.py), though all of
+them compile to one per-device module but for that constant.
+
+`shared_map` tells the two apart. The floating-point literals of the map's
+bodies (the top-level equations of each nested map's body; not those of the
+jaxprs inside equations, a `jit`'s or a `cond`'s branches) become leading
+arguments of the outermost map, unmapped, passed down to the maps that use them.
+What is left is the map's *structure*, a hashable key that equal maps share:
+
+- each equation's primitive and parameters (a jaxpr by its own structure, other
+  values by value), which values it reads and defines and their abstract
+  values, its source location (the user's file and line, which the program's
+  metadata names) and its context;
+- the literals that stay, by value: integers and booleans index, size and
+  select (a slice's start, a loop's bound, a mask), and pmapc's passes read
+  them as constants where a float is a value to compute with.
+
+Equal keys give one per-device module, whose hoisted arguments the embedding
+feeds each program's values as constants, which XLA folds in as it folds
+literals. A map whose structure cannot be told is not shared: one with ordered
+effects, an unhashable parameter, or a jaxpr with constants. Nor is a program
+that calls back to Python (compiler/embed.py): what it calls is its function's.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, NamedTuple
+
+import jax.numpy as jnp
+import numpy as np
+
+from pmapc.lowering import jax_api, primitives
+
+
+class SharedMap(NamedTuple):
+    """An outermost map's parameters with its bodies' float literals hoisted."""
+
+    params: dict[str, Any]  # the map's, the literals its leading (unmapped) operands
+    constants: tuple[np.ndarray, ...]  # the literals' values, in operand order
+    key: tuple  # the map's structure: equal for maps that share a program
+
+
+class _Unshared(Exception):
+    """The map's structure cannot be told by value (see the module docstring)."""
+
+
+def shared_map(params: dict[str, Any]) -> SharedMap | None:
+    """The map of `map_p`'s parameters `params` (the mesh aside) with its float
+    literals hoisted, and its structure; None for a map that cannot be shared."""
+    try:
+        hoisted, constants, key = _hoisted_map(params)
+    except _Unshared:
+        return None
+    return SharedMap(hoisted, tuple(constants), key)
+
+
+def _body(jaxpr, hoist: bool) -> tuple[Any, list[np.ndarray], tuple]:
+    """(`jaxpr` with its float literals as leading arguments if `hoist`, their
+    values, its structure). A nested map's equation takes the literals hoisted
+    from its body as leading operands, which become arguments here in turn."""
+    if jaxpr.constvars or jax_api.ordered_effects(jaxpr):
+        raise _Unshared
+    numbers: dict[Any, int] = {var: n for n, var in enumerate(jaxpr.invars)}
+    arguments: list = []
+    constants: list[np.ndarray] = []
+    eqns = []
+    keys = []
+    for eqn in jaxpr.eqns:
+        operands, reads = [], []
+        hoisted = len(arguments)
+        for atom in eqn.invars:
+            if not jax_api.is_literal(atom):
+                operands.append(atom)
+                reads.append(numbers[atom])
+            elif hoist and jnp.issubdtype(atom.aval.dtype, jnp.floating):
+                operands.append(jax_api.new_var(atom.aval))
+                arguments.append(operands[-1])
+                constants.append(_literal_value(atom))
+                reads.append(atom.aval)
+            else:
+                operands.append(atom)
+                reads.append(_literal(atom))
+        if hoist and eqn.primitive is primitives.map_p:
+            inner, inner_constants, params_key = _hoisted_map(eqn.params)
+            hoisted_avals = inner["jaxpr"].in_avals[: len(inner_constants)]
+            passed = [jax_api.new_var(aval) for aval in hoisted_avals]
+            arguments += passed
+            constants += inner_constants
+            eqn = eqn.replace(invars=passed + operands, params=inner)
+        else:
+            params_key = _value(tuple(eqn.params.items()))
+            if len(arguments) > hoisted:
+                eqn = eqn.replace(invars=operands)
+        for var in eqn.outvars:
+            numbers[var] = len(numbers)
+        source = eqn.source_info
+        keys.append(
+            (
+                eqn.primitive,
+                params_key,
+                tuple(reads),
+                tuple(var.aval for var in eqn.outvars),
+                source.traceback,
+                source.name_stack,
+                _hashable(eqn.ctx),
+                _hashable(frozenset(eqn.effects)),  # the named axes it uses, say
+            )
+        )
+        eqns.append(eqn)
+    results = tuple(
+        _literal(atom) if jax_api.is_literal(atom) else numbers[atom] for atom in jaxpr.outvars
+    )
+    key = (tuple(var.aval for var in jaxpr.invars), tuple(keys), results)
+    if not hoist:
+        return jaxpr, [], key
+    return jax_api.with_operands(jaxpr, arguments + list(jaxpr.invars), eqns), constants, key
+
+
+def _hoisted_map(params: dict[str, Any]) -> tuple[dict[str, Any], list[np.ndarray], tuple]:
+    """(a map's parameters with its bodies' float literals hoisted, their values, its
+    structure)."""
+    body, constants, body_key = _body(params["jaxpr"].jaxpr, hoist=True)
+    others = _value(tuple((name, v) for name, v in params.items() if name != "jaxpr"))
+    hoisted = dict(
+        params,
+        jaxpr=jax_api.ClosedJaxpr(body, ()),
+        in_axes=(None,) * len(constants) + tuple(params["in_axes"]),
+    )
+    return hoisted, constants, (body_key, others)
+
+
+# Parameter values compared by value as they are.
+_PLAIN = (type(None), bool, int, float, complex, str, bytes, np.dtype, np.generic, enum.Enum)
+
+
+def _value(value) -> Any:
+    """A parameter's value as part of a key: plain values with their type (1, 1.0 and
+    True are equal in Python), sequences item by item, jaxprs by their structure."""
+    if isinstance(value, _PLAIN):
+        return (type(value), value)
+    if isinstance(value, (tuple, list)):
+        return (type(value), tuple(_value(item) for item in value))
+    if isinstance(value, jax_api.ClosedJaxpr):
+        if value.consts:
+            raise _Unshared
+        return (jax_api.ClosedJaxpr, _body(value.jaxpr, hoist=False)[2])
+    if isinstance(value, jax_api.Jaxpr):
+        return (jax_api.Jaxpr, _body(value, hoist=False)[2])
+    # Other values compare by value or by identity (jit's UNSPECIFIED, a rule of
+    # `custom_jvp`, made anew by each trace); the key holds them, so an identity
+    # is never another object's.
+    return (type(value), _hashable(value))
+
+
+def _hashable(value):
+    try:
+        hash(value)
+    except TypeError:
+        raise _Unshared from None
+    return value
+
+
+def _literal_value(atom) -> np.ndarray:
+    return np.asarray(atom.val, dtype=atom.aval.dtype)
+
+
+def _literal(atom) -> tuple:
+    """A literal that stays, by its abstract value and bytes."""
+    return (atom.aval, _literal_value(atom).tobytes())

@@ -1,0 +1,278 @@
+"""Maps of one structure share their per-device program (lowering/structure.py).
+
+A sweep makes programs that differ in a float constant: each is a new function
+to `jax.jit`, but pmapc compiles the per-device program of the first only, and
+feeds the others' float literals to it as constants. Every value here is checked
+against numpy; what was shared is read from the counters of
+`embed.SHARED_PROGRAMS`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from functools import partial
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import pmapc
+from pmapc.compiler import embed
+
+X = np.arange(2 * 4 * 3, dtype=np.float32).reshape(2, 4, 3)
+
+
+@dataclasses.dataclass
+class Compiled:
+    """How many programs pmapc compiled and reused while a block ran."""
+
+    misses: int = 0
+    hits: int = 0
+
+
+class counting:
+    """Count the compilations and reuses of `embed.SHARED_PROGRAMS` in a `with` block."""
+
+    def __enter__(self) -> Compiled:
+        self.start = (embed.SHARED_PROGRAMS.misses, embed.SHARED_PROGRAMS.hits)
+        self.counts = Compiled()
+        return self.counts
+
+    def __exit__(self, *exc) -> None:
+        self.counts.misses = embed.SHARED_PROGRAMS.misses - self.start[0]
+        self.counts.hits = embed.SHARED_PROGRAMS.hits - self.start[1]
+
+
+def scaled_psum(scale):
+    """A new 2x4 program: the psum over 'model' of the input times `scale`."""
+
+    @partial(pmapc.pmap, axis_name="data")
+    def step(x):
+        return pmapc.pmap(lambda y: jax.lax.psum(y * scale, "model"), axis_name="model")(x)
+
+    return step
+
+
+def scaled_psum_of(x, scale) -> np.ndarray:
+    return np.broadcast_to((x * scale).sum(axis=1, keepdims=True), x.shape)
+
+
+def test_a_sweep_compiles_one_program():
+    with counting() as compiled:
+        for scale in (0.5, 2.0, -3.25):
+            np.testing.assert_allclose(
+                np.asarray(scaled_psum(scale)(X)), scaled_psum_of(X, scale), rtol=1e-6
+            )
+    assert (compiled.misses, compiled.hits) == (1, 2)
+
+
+def test_literals_of_every_body_are_fed():
+    """Literals of the outer body and of the inner one, and one used twice."""
+
+    def program(a, b):
+        @partial(pmapc.pmap, axis_name="data")
+        def step(x):
+            inner = pmapc.pmap(lambda y: jax.lax.psum(y * a, "model") + a, axis_name="model")
+            return inner(x) * b - b
+
+        return step
+
+    def expected(a, b):
+        return (scaled_psum_of(X, a) + a) * b - b
+
+    with counting() as compiled:
+        for a, b in ((2.0, 3.0), (-1.5, 0.25)):
+            np.testing.assert_allclose(np.asarray(program(a, b)(X)), expected(a, b), rtol=1e-6)
+    assert (compiled.misses, compiled.hits) == (1, 1)
+
+
+def test_integer_literals_are_part_of_the_structure():
+    """An integer literal indexes or sizes (pmapc's passes read it as a constant):
+    programs that differ in one are compiled each."""
+
+    def program(k):
+        @partial(pmapc.pmap, axis_name="data")
+        def step(x):
+            return pmapc.pmap(lambda y: jax.lax.psum(y + k, "model"), axis_name="model")(x)
+
+        return step
+
+    x = np.arange(2 * 4 * 3, dtype=np.int32).reshape(2, 4, 3)
+    with counting() as compiled:
+        for k in (1, 2):
+            want = np.broadcast_to((x + k).sum(axis=1, keepdims=True), x.shape)
+            np.testing.assert_array_equal(np.asarray(program(k)(x)), want)
+    assert (compiled.misses, compiled.hits) == (2, 0)
+
+
+def test_literals_inside_a_jit_of_the_body_are_part_of_the_structure():
+    def program(scale):
+        scaled = jax.jit(lambda v: v * scale)
+
+        @partial(pmapc.pmap, axis_name="data")
+        def step(x):
+            return pmapc.pmap(lambda y: jax.lax.psum(scaled(y), "model"), axis_name="model")(x)
+
+        return step
+
+    with counting() as compiled:
+        for scale in (2.0, 3.0):
+            np.testing.assert_allclose(
+                np.asarray(program(scale)(X)), scaled_psum_of(X, scale), rtol=1e-6
+            )
+    assert (compiled.misses, compiled.hits) == (2, 0)
+
+
+def test_half_precision_literals():
+    x = X.astype(np.float16) / 8
+
+    def program(scale):
+        return pmapc.pmap(pmapc.pmap(lambda y: y * scale + 1.0), axis_name="data")
+
+    with counting() as compiled:
+        for scale in (0.5, 1.5):
+            out = np.asarray(program(scale)(x))
+            assert out.dtype == np.float16
+            np.testing.assert_allclose(out, x * np.float16(scale) + 1, rtol=1e-3)
+    assert (compiled.misses, compiled.hits) == (1, 1)
+
+
+def test_a_gradient_sweep():
+    """The transposed map of each gradient is shared too."""
+
+    def gradient(scale):
+        def loss(x):
+            return (scaled_psum(scale)(x) ** 2).sum()
+
+        return np.asarray(jax.jit(jax.grad(loss))(X))
+
+    for scale in (1.0, 2.0):
+        with counting() as compiled:
+            # d/dx of the sum of (scale * psum_model(x))^2: each of a row's 4 model
+            # positions gets 2 * scale^2 * (the row's sum over model), 4 times.
+            want = np.broadcast_to(8 * scale**2 * X.sum(axis=1, keepdims=True), X.shape)
+            np.testing.assert_allclose(gradient(scale), want, rtol=1e-5)
+    # The second gradient's maps, forward and transposed, were the first's.
+    assert (compiled.misses, compiled.hits) == (0, 2)
+
+
+def test_a_program_written_on_another_line_is_compiled_for_its_locations():
+    """Where a program was written is part of its structure: its ops' locations
+    (which XLA's metadata and profiles show) name its own lines."""
+    bodies = (  # one structure (and one name), written on two lines
+        lambda y: y * 2.0,
+        lambda y: y * 2.0,
+    )
+    with counting() as compiled:
+        lowered = [jax.jit(pmapc.pmap(pmapc.pmap(f), axis_name="data")).lower(X) for f in bodies]
+    texts = [each.as_text(debug_info=True) for each in lowered]
+    assert (compiled.misses, compiled.hits) == (2, 0)
+    lines = [body.__code__.co_firstlineno for body in bodies]
+    name = Path(__file__).name
+    for text, line, other in zip(texts, lines, reversed(lines)):
+        assert f'{name}":{line}' in text
+        assert f'{name}":{other}' not in text
+
+
+def test_programs_with_callbacks_are_not_kept():
+    """What a host callback calls belongs to its function: such a program is
+    compiled for each function, and kept by none."""
+
+    def program(scale):
+        def body(y):
+            doubled = jax.pure_callback(
+                lambda v: np.asarray(v) * 2, jax.ShapeDtypeStruct(y.shape, y.dtype), y
+            )
+            return doubled * scale
+
+        return pmapc.pmap(pmapc.pmap(body), axis_name="data")
+
+    kept = len(embed.SHARED_PROGRAMS.cache_keys())
+    with counting() as compiled:
+        for scale in (1.0, 3.0):
+            np.testing.assert_allclose(np.asarray(program(scale)(X)), X * 2 * scale, rtol=1e-6)
+    assert (compiled.misses, compiled.hits) == (2, 0)
+    assert len(embed.SHARED_PROGRAMS.cache_keys()) == kept
+
+
+def test_a_custom_jvp_rule_is_compared_by_identity():
+    """A parameter compared by identity (`custom_jvp`'s rule, made anew by each
+    trace) makes each program's structure its own."""
+
+    def program(scale):
+        return pmapc.pmap(pmapc.pmap(lambda y: jax.nn.relu(y - 10.0) * scale), axis_name="data")
+
+    with counting() as compiled:
+        for scale in (1.0, -2.0):
+            np.testing.assert_allclose(
+                np.asarray(program(scale)(X)), np.maximum(X - 10, 0) * scale, rtol=1e-6
+            )
+    assert (compiled.misses, compiled.hits) == (2, 0)
+
+
+def test_a_gathered_result_scaled_by_a_literal_is_returned_split():
+    """sink-gathers moves the inner map's gather below a multiply by a float literal,
+    which the program takes as a scalar argument: nothing is gathered."""
+
+    def program(scale):
+        @partial(pmapc.pmap, axis_name="data")
+        def step(x):
+            return pmapc.pmap(lambda y: y + 1.0, axis_name="model")(x) * scale
+
+        return step
+
+    with counting() as compiled:
+        for scale in (0.5, 4.0):
+            f = program(scale)
+            np.testing.assert_allclose(np.asarray(f(X)), (X + 1) * scale, rtol=1e-6)
+            hlo = jax.jit(f).lower(X).compile().as_text()
+            assert "all-gather" not in hlo
+    assert compiled.misses == 1
+
+
+@dataclasses.dataclass(frozen=True)
+class _Program:
+    name: str
+    host_callbacks: tuple = ()
+
+
+def test_the_kept_programs_are_bounded():
+    programs = embed.SharedPrograms(2)
+    made = []
+
+    def compiling(name):
+        def compile():
+            made.append(name)
+            return _Program(name)
+
+        return compile
+
+    for name in ("a", "b", "a", "c", "a", "b"):
+        assert programs.get((name,), compiling(name)).name == name
+    # "b" went when "c" came (the least recently used), and came back.
+    assert made == ["a", "b", "c", "b"]
+    assert programs.cache_keys() == [("a",), ("b",)]
+
+
+def test_jax_clear_caches_clears_them():
+    np.asarray(scaled_psum(1.0)(X))
+    assert embed.SHARED_PROGRAMS.cache_keys()
+    jax.clear_caches()
+    assert embed.SHARED_PROGRAMS.cache_keys() == []
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
+def test_weak_literals_keep_the_operand_dtype(dtype):
+    x = jnp.asarray(X, dtype=dtype)
+
+    def program(scale):
+        return pmapc.pmap(pmapc.pmap(lambda y: y * scale), axis_name="data")
+
+    for scale in (0.5, 0.25):
+        out = program(scale)(x)
+        assert out.dtype == dtype
+        np.testing.assert_allclose(
+            np.asarray(out, dtype=np.float32), np.asarray(x, dtype=np.float32) * scale
+        )
