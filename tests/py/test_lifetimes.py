@@ -3,7 +3,9 @@
 A process that makes many programs (a sweep, a notebook, a server compiling per
 request, this test suite) must not keep each one's compiler: MLIR contexts and
 modules, pass managers, passes, analyses. What a program needs at run time lives
-as long as JAX keeps the jitted function's cache entry, and goes with the function.
+as long as JAX keeps the jitted function's cache entry, and goes with the function;
+the per-device program of a structure is also one of the last 64 kept
+(`embed.SHARED_PROGRAMS`, tests/py/test_shared_programs.py).
 """
 
 from __future__ import annotations
