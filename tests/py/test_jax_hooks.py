@@ -263,6 +263,50 @@ def test_threads_differentiating_at_once_all_get_pmapcs_rule():
     assert jax_api._map_backward_passes.depth == 0
 
 
+# -- tracing a body, a map's structure --------------------------------------------
+
+
+def test_trace_flat_makes_what_make_jaxpr_makes():
+    """A body that closes over an array and a tracer of the enclosing trace, multiplies
+    by a Python scalar and sums over a bound axis: `trace_flat` (which stages no
+    jit around it) makes the jaxpr `jax.make_jaxpr` makes, constants included."""
+    outer = np.arange(3, dtype=np.float32)
+
+    def enclosing(x):
+        def body(y):
+            return [lax.psum(y * 2.0 + outer + x, "i")]
+
+        avals = [jax_api.ShapedArray((3,), np.dtype(np.float32))]
+        ours = jax_api.trace_flat(body, avals, [("i", 4)], "a test body")
+        theirs = jax.make_jaxpr(body, axis_env=[("i", 4)])(jax.ShapeDtypeStruct((3,), np.float32))
+        assert str(ours) == str(theirs)
+        assert len(ours.consts) == len(theirs.consts) == 2
+        assert [jax_api.is_tracer(c) for c in ours.consts] == [
+            jax_api.is_tracer(c) for c in theirs.consts
+        ]
+        return x
+
+    jax.make_jaxpr(enclosing)(np.ones(3, np.float32))
+
+
+def test_a_literal_is_hoisted_to_a_new_argument():
+    """What lowering/structure.py builds a shared map from: literals, new variables,
+    a jaxpr with other arguments, hashable source locations and contexts."""
+    closed = jax.make_jaxpr(lambda y: y * 0.5)(np.ones(3, np.float32))
+    (eqn,) = closed.jaxpr.eqns
+    literal = eqn.invars[1]
+    assert jax_api.is_literal(literal) and not jax_api.is_literal(eqn.invars[0])
+    hoisted = jax_api.new_var(literal.aval)
+    jaxpr = jax_api.with_operands(
+        closed.jaxpr,
+        [hoisted, *closed.jaxpr.invars],
+        [eqn.replace(invars=[eqn.invars[0], hoisted])],
+    )
+    (result,) = jax.core.eval_jaxpr(jaxpr, [], np.float32(4.0), np.ones(3, np.float32))
+    np.testing.assert_array_equal(np.asarray(result), np.full(3, 4.0, np.float32))
+    hash((eqn.source_info.traceback, eqn.source_info.name_stack, eqn.ctx))
+
+
 # -- jit inlining, result handlers ------------------------------------------------
 
 
