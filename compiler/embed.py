@@ -2,7 +2,9 @@
 
 When JAX lowers a jitted function that holds an outermost `pmapc_map`, the
 map's lowering rule (registered by this module, when imported) runs the whole
-pmapc compiler on that map and hands JAX the result:
+pmapc compiler on that map and hands JAX the result, unless a map of the same
+structure (lowering/structure.py: float literals aside) was compiled lately,
+whose program it takes from `SHARED_PROGRAMS` and feeds this map's literals:
 
     trace      lowering/trace.py: the map as pmapc IR (a one-map `@main`)
     passes     compiler/pipeline.py: `default_pipeline("partitions", "dense")`, with

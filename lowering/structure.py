@@ -13,7 +13,8 @@ arguments of the outermost map, unmapped, passed down to the maps that use them.
 What is left is the map's *structure*, a hashable key that equal maps share:
 
 - each equation's primitive and parameters (a jaxpr by its own structure, other
-  values by value), which values it reads and defines and their abstract
+  values by value, or by identity where that is their equality), which values it
+  reads and defines and their abstract
   values, its source location (the user's file and line, which the program's
   metadata names) and its context;
 - the literals that stay, by value: integers and booleans index, size and
