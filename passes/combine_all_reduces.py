@@ -161,11 +161,6 @@ def _earlier(a, b):
     return b if a is None or (b is not None and b.is_before_in_block(a)) else a
 
 
-def _feeds(group: _Group, last_def: ir.Operation | None) -> bool:
-    """Whether a member of `group` defines the operand (psum of a psum)."""
-    return last_def is not None and any(last_def == member for member in group.members)
-
-
 def _in_block(op: ir.Operation | None, block: ir.Block) -> ir.Operation | None:
     """`op`, or its ancestor that stands in `block` (None if there is none)."""
     while op is not None and op.block != block:
@@ -183,6 +178,11 @@ class _Group:
     identities: list[int]
     last_def: ir.Operation | None
     first_use: ir.Operation | None
+    results: set[ir.Value]  # the members' results (values hash by identity, ops do not)
+
+    def feeds(self, operand: ir.Value) -> bool:
+        """Whether a member of the group defines `operand` (psum of a psum)."""
+        return operand in self.results
 
     def admits(self, last_def, first_use) -> bool:
         return _before(_later(self.last_def, last_def), _earlier(self.first_use, first_use))
@@ -196,20 +196,22 @@ def combinable_groups(candidates: list[Candidate]) -> list[_Group]:
     open_groups: dict[object, _Group] = {}
     done = []
     for op, identity, key in candidates:
-        last_def = _in_block(ir.value_owner_op(op.operands[0]), block)
+        operand, result = op.operands[0], op.results[0]
+        last_def = _in_block(ir.value_owner_op(operand), block)
         first_use = None
-        for user, _ in ir.uses_of(op.results[0]):
+        for user, _ in ir.uses_of(result):
             first_use = _earlier(first_use, _in_block(user, block))
         group = open_groups.get(key)
-        if group is not None and not _feeds(group, last_def) and group.admits(last_def, first_use):
+        if group is not None and not group.feeds(operand) and group.admits(last_def, first_use):
             group.members.append(op)
             group.identities.append(identity)
+            group.results.add(result)
             group.last_def = _later(group.last_def, last_def)
             group.first_use = _earlier(group.first_use, first_use)
             continue
         if group is not None and len(group.members) > 1:
             done.append(group)
-        open_groups[key] = _Group([op], [identity], last_def, first_use)
+        open_groups[key] = _Group([op], [identity], last_def, first_use, {result})
     done.extend(group for group in open_groups.values() if len(group.members) > 1)
     return done
 

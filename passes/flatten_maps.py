@@ -100,6 +100,7 @@ class _Flattener:
         # and results passed split: (dimension, mesh axes).
         self.split_args: dict[int, tuple[int, tuple[str, ...]]] = {}
         self.result_splits: dict[int, tuple[int, tuple[str, ...]]] = {}
+        self.split_entries: set[tuple[str, int]] = set()  # ir.entry_argument of each split one
         # (target, backend_config, scope) -> the config naming mesh axes (None: the
         # collective's axis names are already its mesh axes).
         self.resolved: dict[tuple, ir.Attribute | None] = {}
@@ -272,13 +273,13 @@ class _Flattener:
             shape[split[0]] = 1
             ir.set_value_type(arg, ir.tensor_type(shape, ir.element_type_of(arg.type)))
             self.split_args[index] = split
+        self.split_entries = {("main", index) for index in self.split_args}
 
     def is_split_argument(self, value: ir.Value) -> bool:
         """Whether `value` is an @main argument passed split."""
         if not self.split_args:
             return False
-        arguments = ir.function_entry_block(self.main).arguments
-        return any(arguments[index] == value for index in self.split_args)
+        return ir.entry_argument(value) in self.split_entries
 
     def common_split(self, arg: ir.Value) -> tuple[int, tuple[str, ...]] | None:
         """(dimension, mesh axes) if every use of `arg` is a mapped operand of
@@ -309,12 +310,16 @@ class _Flattener:
         arg_types = [arg.type for arg in block.arguments]
         result_types = [value.type for value in returned.operands]
         ir.set_function_type(self.main, arg_types, result_types)
-        for index, arg in enumerate(block.arguments):
-            split = self.split_of(arg.type, self.split_args.get(index))
-            ir.set_arg_attr(self.main, "arg", index, dialect.SPLIT_ATTR, split)
-        for index, type_ in enumerate(result_types):
-            split = self.split_of(type_, self.result_splits.get(index))
-            ir.set_arg_attr(self.main, "res", index, dialect.SPLIT_ATTR, split)
+        arg_splits = {
+            index: self.split_of(type_, self.split_args.get(index))
+            for index, type_ in enumerate(arg_types)
+        }
+        result_splits = {
+            index: self.split_of(type_, self.result_splits.get(index))
+            for index, type_ in enumerate(result_types)
+        }
+        ir.set_arg_attr_column(self.main, "arg", dialect.SPLIT_ATTR, arg_splits)
+        ir.set_arg_attr_column(self.main, "res", dialect.SPLIT_ATTR, result_splits)
 
     @staticmethod
     def split_of(type_, split: tuple[int, tuple[str, ...]] | None) -> ir.Attribute:

@@ -149,3 +149,37 @@ def repeat_until_unchanged(sweep: Callable[[], bool]) -> bool:
     while sweep():
         changed = True
     return changed
+
+
+class Splits:
+    """The `pmapc.split` of each argument (kind="arg") or result (kind="res") of
+    @main, read once; `write` sets those that changed in one edit."""
+
+    def __init__(self, kind: str, splits: list[list[list[str]]]) -> None:
+        self.kind = kind
+        self.splits = splits
+        self.changed: set[int] = set()
+
+    @classmethod
+    def of(cls, main: ir.Operation, kind: str) -> Splits:
+        types = ir.function_type(main).inputs if kind == "arg" else ir.function_type(main).results
+        attrs = ir.arg_attr_column(main, kind, dialect.SPLIT_ATTR)
+        splits = [
+            [list(axes) for axes in dialect.read_split(attr, len(ir.shape_of(type_)))]
+            for attr, type_ in zip(attrs, types)
+        ]
+        return cls(kind, splits)
+
+    def split_over(self, index: int, dim: int, axis: str) -> bool:
+        """Split dimension `dim` of `index` over `axis` too; False if it already is
+        split over `axis` (in any dimension)."""
+        split = self.splits[index]
+        if any(axis in axes for axes in split):
+            return False
+        split[dim].append(axis)
+        self.changed.add(index)
+        return True
+
+    def write(self, main: ir.Operation) -> None:
+        values = {index: dialect.split_attr(self.splits[index]) for index in self.changed}
+        ir.set_arg_attr_column(main, self.kind, dialect.SPLIT_ATTR, values)

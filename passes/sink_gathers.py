@@ -45,45 +45,43 @@ class SinkGathersPass:
         returned = ir.terminator(block)
         custom_calls = index_of(module, analyses).ops(dialect.CUSTOM_CALL, "main")
         moved = push_gathers_down(custom_calls, rewriter)
-        sunk = patterns.repeat_until_unchanged(lambda: sink_results(main, returned, rewriter))
+        splits = patterns.Splits.of(main, "res")
+        sunk = patterns.repeat_until_unchanged(lambda: sink_results(returned, splits, rewriter))
         changed = moved or sunk
         if changed:
             ir.set_function_type(
                 main, [a.type for a in block.arguments], [v.type for v in returned.operands]
             )
+            splits.write(main)
         return changed
 
 
-def sink_results(main, returned: ir.Operation, rewriter: Rewriter) -> bool:
+def sink_results(returned: ir.Operation, splits: patterns.Splits, rewriter: Rewriter) -> bool:
     """Return split every gathered result that can be; whether any was."""
     changed = False
     for index in range(len(returned.operands)):
-        changed |= sink_result(main, returned, index, rewriter)
+        changed |= sink_result(returned, index, splits, rewriter)
     return changed
 
 
-def sink_result(main, returned: ir.Operation, index: int, rewriter: Rewriter) -> bool:
+def sink_result(
+    returned: ir.Operation, index: int, splits: patterns.Splits, rewriter: Rewriter
+) -> bool:
     value = returned.operands[index]
     gathered = patterns.through_unit_reshapes(value)
     match = patterns.untiled_gather(gathered)
     if match is None:
         return False
     gather, axis, dim = match
-    shape = list(ir.shape_of(value.type))
-    split = [
-        list(d)
-        for d in dialect.read_split(
-            ir.get_arg_attr(main, "res", index, dialect.SPLIT_ATTR), len(shape)
-        )
-    ]
-    if any(axis in d for d in split) or ir.shape_of(gathered.type)[dim] == 1:
+    if ir.shape_of(gathered.type)[dim] == 1:
         return False
+    shape = list(ir.shape_of(value.type))
     result_dim = patterns.matching_dim(ir.shape_of(gathered.type), dim, shape)
+    if not splits.split_over(index, result_dim, axis):
+        return False
     shape[result_dim] = 1
-    split[result_dim].append(axis)
     block = hlo.reshape(rewriter.before(returned, gather.location), gather.operands[0], shape)
     rewriter.set_operand(returned, index, block)
-    ir.set_arg_attr(main, "res", index, dialect.SPLIT_ATTR, dialect.split_attr(split))
     patterns.erase_unused_reshapes(value, rewriter)
     patterns.erase_if_unused(gather, rewriter)
     return True

@@ -34,24 +34,30 @@ class SinkSlicesPass:
         if mesh is None:
             return False
         main = ir.functions(module)["main"]
-        changed = patterns.repeat_until_unchanged(lambda: sink_arguments(main, mesh, rewriter))
+        splits = patterns.Splits.of(main, "arg")
+        changed = patterns.repeat_until_unchanged(
+            lambda: sink_arguments(main, splits, mesh, rewriter)
+        )
         if changed:
             block = ir.function_entry_block(main)
             ir.set_function_type(
                 main, [a.type for a in block.arguments], ir.function_type(main).results
             )
+            splits.write(main)
         return changed
 
 
-def sink_arguments(main, mesh: Mesh, rewriter: Rewriter) -> bool:
+def sink_arguments(main, splits: patterns.Splits, mesh: Mesh, rewriter: Rewriter) -> bool:
     """Split every argument that can be over one more axis; whether any was."""
     changed = False
     for index, arg in enumerate(ir.function_entry_block(main).arguments):
-        changed |= sink_argument(main, index, arg, mesh, rewriter)
+        changed |= sink_argument(index, arg, splits, mesh, rewriter)
     return changed
 
 
-def sink_argument(main, index: int, arg: ir.Value, mesh: Mesh, rewriter: Rewriter) -> bool:
+def sink_argument(
+    index: int, arg: ir.Value, splits: patterns.Splits, mesh: Mesh, rewriter: Rewriter
+) -> bool:
     slices = own_slices_through_views(arg)
     if not slices:
         return False
@@ -63,18 +69,10 @@ def sink_argument(main, index: int, arg: ir.Value, mesh: Mesh, rewriter: Rewrite
         return False
     (axis, arg_dim) = targets.pop()
     shape = list(ir.shape_of(arg.type))
-    split = [
-        list(d)
-        for d in dialect.read_split(
-            ir.get_arg_attr(main, "arg", index, dialect.SPLIT_ATTR), len(shape)
-        )
-    ]
-    if shape[arg_dim] != mesh.axis_size(axis) or any(axis in d for d in split):
+    if shape[arg_dim] != mesh.axis_size(axis) or not splits.split_over(index, arg_dim, axis):
         return False
     shape[arg_dim] = 1
-    split[arg_dim].append(axis)
     ir.set_value_type(arg, ir.tensor_type(shape, ir.element_type_of(arg.type)))
-    ir.set_arg_attr(main, "arg", index, dialect.SPLIT_ATTR, dialect.split_attr(split))
     for op, _, _ in slices:
         replace_slice(op, arg, rewriter)
     return True

@@ -207,15 +207,16 @@ def _check_result_type(view, operand_type, result_type, group_size) -> None:
 def check_map(view: dialect.MapView, functions: dict[str, ir.Operation]) -> None:
     op = view.op
     callee_type = ir.function_type(functions[view.callee])
+    body_inputs, body_results = callee_type.inputs, callee_type.results  # each read builds a list
     operands, results = list(op.operands), list(op.results)
     _check_counts(view, "in_axes", "operands", len(view.in_axes), len(operands))
     _check_counts(view, "out_axes", "results", len(view.out_axes), len(results))
-    _check_counts(view, "body arguments", "operands", len(callee_type.inputs), len(operands))
-    _check_counts(view, "body results", "results", len(callee_type.results), len(results))
+    _check_counts(view, "body arguments", "operands", len(body_inputs), len(operands))
+    _check_counts(view, "body results", "results", len(body_results), len(results))
     for index, (operand, in_axis) in enumerate(zip(operands, view.in_axes)):
-        _check_map_operand(view, index, operand.type, in_axis, callee_type.inputs[index])
+        _check_map_operand(view, index, operand.type, in_axis, body_inputs[index])
     for index, (result, out_axis) in enumerate(zip(results, view.out_axes)):
-        _check_map_result(view, index, result.type, out_axis, callee_type.results[index])
+        _check_map_result(view, index, result.type, out_axis, body_results[index])
 
 
 def _check_counts(view, what, of, count, expected) -> None:

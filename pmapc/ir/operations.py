@@ -242,14 +242,51 @@ def set_function_type(
     func.attributes["function_type"] = ir.TypeAttr.get(new_type)
 
 
-def set_arg_attr(func: ir.Operation, kind: str, index: int, name: str, value: ir.Attribute):
-    """Set an attribute on argument (kind="arg") or result (kind="res") `index`."""
+def arg_attr_column(func: ir.Operation, kind: str, name: str) -> list[ir.Attribute | None]:
+    """Attribute `name` of every argument (kind="arg") or result (kind="res") of
+    `func`, None where it has none, read in one pass over the attribute array."""
+    count = len(_signature(func, kind))
     key = f"{kind}_attrs"
-    count = len(function_type(func).inputs if kind == "arg" else function_type(func).results)
-    existing = as_list(func.attributes[key]) if key in func.attributes else None
-    entries = [as_dict(a) or {} for a in existing] if existing else [{} for _ in range(count)]
-    entries[index][name] = value
-    func.attributes[key] = array_attr([dict_attr(e) for e in entries])
+    if key not in func.attributes:
+        return [None] * count
+    entries = ir.ArrayAttr(func.attributes[key])
+    column: list[ir.Attribute | None] = [_entry(entries[i], name) for i in range(len(entries))]
+    return column + [None] * (count - len(column))
+
+
+def set_arg_attr_column(
+    func: ir.Operation, kind: str, name: str, values: dict[int, ir.Attribute]
+) -> None:
+    """Set attribute `name` of the arguments (kind="arg") or results (kind="res") of
+    `func` at the indices `values` gives, in one edit: the attribute array is read
+    once and written once, however many arguments change (MLIR's `setArgAttrsAttr`)."""
+    if not values:
+        return
+    key = f"{kind}_attrs"
+    count = len(_signature(func, kind))
+    existing = list(ir.ArrayAttr(func.attributes[key])) if key in func.attributes else []
+    entries: list[ir.Attribute] = []
+    for index in range(count):
+        entry = existing[index] if index < len(existing) else None
+        if index in values:
+            fields = as_dict(entry) or {}
+            fields[name] = values[index]
+            entry = dict_attr(fields)
+        entries.append(entry if entry is not None else dict_attr({}))
+    func.attributes[key] = array_attr(entries)
+
+
+def _signature(func: ir.Operation, kind: str) -> list[ir.Type]:
+    signature = function_type(func)
+    return signature.inputs if kind == "arg" else signature.results
+
+
+def _entry(entry: ir.Attribute, name: str) -> ir.Attribute | None:
+    """Field `name` of one argument's attribute dictionary, or None."""
+    if not isinstance(entry, ir.DictAttr):
+        return None
+    fields = ir.DictAttr(entry)
+    return fields[name] if name in fields else None
 
 
 def keep_arg_attrs(func: ir.Operation, kind: str, names: Collection[str]) -> None:
@@ -269,13 +306,13 @@ def keep_arg_attrs(func: ir.Operation, kind: str, names: Collection[str]) -> Non
 
 
 def get_arg_attr(func: ir.Operation, kind: str, index: int, name: str) -> ir.Attribute | None:
+    """Attribute `name` of argument (kind="arg") or result (kind="res") `index`, or
+    None; one element of the attribute array read, not the array."""
     key = f"{kind}_attrs"
     if key not in func.attributes:
         return None
-    entries = as_list(func.attributes[key]) or []
-    if index >= len(entries):
-        return None
-    return (as_dict(entries[index]) or {}).get(name)
+    entries = ir.ArrayAttr(func.attributes[key])
+    return _entry(entries[index], name) if index < len(entries) else None
 
 
 def set_value_type(value: ir.Value, type_: ir.Type) -> None:
