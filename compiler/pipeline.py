@@ -53,7 +53,8 @@ def default_pipeline(
         FoldGatherSlicePass(),  # a gather then a slice of one's own block cancel
         SinkSlicesPass(),  # arguments split over inner axes too
         SinkGathersPass(),  # results returned split, not gathered
-        LowerCollectivesPass(ragged=ragged),  # named collectives -> groups of mesh positions
+        # named collectives -> groups of mesh positions (mesh axes, unless dense)
+        LowerCollectivesPass(ragged=ragged, replica_groups=lowered_groups(target, replica_groups)),
         CombineAllReducesPass(),  # independent all_reduces -> one
         target_pass(target, replica_groups),  # the form jax.jit runs, or the replica form
         *SIMPLIFY,  # fewer reshapes, constants shared, dead ops gone
@@ -80,6 +81,12 @@ REQUIRED: tuple[type[Pass], ...] = (
     LowerCollectivesPass,
     *TARGETS.values(),
 )
+
+
+def lowered_groups(target: Target, replica_groups: GroupForm) -> GroupForm:
+    """How lower-collectives writes groups: as the partition form writes them; as
+    device ids for the replica form (which XLA reads no other way)."""
+    return replica_groups if target is Target.PARTITIONS else GroupForm.DENSE
 
 
 def target_pass(target: Target, replica_groups: GroupForm = DEFAULT_GROUP_FORM) -> Pass:

@@ -41,9 +41,7 @@ the collectives it combines.
 
 from __future__ import annotations
 
-import collections
 import dataclasses
-import itertools
 import math
 import os
 from collections.abc import Iterator, Sequence
@@ -54,7 +52,7 @@ import numpy as np
 from pmapc import dialect, hlo, ir
 from pmapc.compiler import runtime
 from pmapc.errors import SourceLoc
-from pmapc.mesh import Mesh, axes_by_groups, groups_key, replica_groups_for
+from pmapc.mesh import Mesh, ReplicaGroups, axes_joining, axes_of_groups, canonical_axes
 from pmapc.passes import ragged
 
 
@@ -79,7 +77,9 @@ class Step:
 
     op: str  # "all_reduce", ...
     axes: tuple[str, ...] | None  # the mesh axes its groups are; None: other groups
-    groups: np.ndarray  # (groups, group size) mesh positions; pairs for a permute
+    # its groups of mesh positions, as written (mesh axes, or device ids); for a
+    # permute, its (source, target) pairs as ids
+    groups: ReplicaGroups
     payload: int  # S, bytes
     parts: tuple[int, ...]  # S of each operand (a variadic all_reduce has several)
     executions: int  # per run of the program
@@ -95,34 +95,42 @@ class Step:
         return f"{self.op} (ragged, padded)" if self.ragged_payload is not None else self.op
 
     @property
+    def is_permute(self) -> bool:
+        return self.op == "collective_permute"
+
+    @property
     def group_size(self) -> int:
-        return 2 if self.op == "collective_permute" else int(self.groups.shape[1])
+        return 2 if self.is_permute else self.groups.size
 
     def sent(self) -> float:
         """Bytes the busiest device sends in one execution, by the algorithm XLA's
         cost model assumes: a ring within each group (a pair for a permute)."""
-        if self.op == "collective_permute":
-            senders = collections.Counter(int(source) for source, _ in self.groups)
-            return float(self.payload) * max(senders.values(), default=0)
-        return max(
-            (_ring_bytes(self.op, len(_members(group)), self.payload) for group in self.groups),
-            default=0.0,
-        )
+        if self.is_permute:
+            return float(self.payload) * _most_pairs(self.groups.matrix()[:, 0])
+        if self.groups.count == 0:
+            return 0.0
+        return _ring_bytes(self.op, self.groups.largest(), self.payload)
 
     def received(self) -> float:
         """Bytes the busiest device receives in one execution."""
-        if self.op == "collective_permute":
-            receivers = collections.Counter(int(target) for _, target in self.groups)
-            return float(self.payload) * max(receivers.values(), default=0)
+        if self.is_permute:
+            return float(self.payload) * _most_pairs(self.groups.matrix()[:, 1])
         return self.sent()  # a ring receives what it sends
 
     def minimum(self) -> float:
         """The bandwidth lower bound per device of one execution (module docstring)."""
-        if self.op == "collective_permute":
-            return float(self.payload) if len(self.groups) else 0.0
+        if self.is_permute:
+            return float(self.payload) if self.groups.count else 0.0
         n = self.group_size
         payload = self.payload if self.ragged_payload is None else self.ragged_payload
         return LOWER_BOUND_FACTOR[self.op] * (n - 1) / n * payload
+
+
+def _most_pairs(devices: np.ndarray) -> int:
+    """How many pairs the device in most of them is in (of the sources or targets)."""
+    if devices.size == 0:
+        return 0
+    return int(np.unique(devices, return_counts=True)[1].max())
 
 
 # The bandwidth lower bound of each collective over n devices, in units of (n-1)/n S.
@@ -133,10 +141,6 @@ LOWER_BOUND_FACTOR = {
     "all_to_all": 1.0,
     "ragged_all_to_all": 1.0,  # payload: the operand, the most it sends
 }
-
-
-def _members(group: np.ndarray) -> np.ndarray:
-    return group[group >= 0]  # uneven index groups are padded with -1
 
 
 def _ring_bytes(op: str, n: int, payload: int) -> float:
@@ -203,14 +207,13 @@ def plan_of(module: ir.Module) -> Plan:
     """The communication plan of a module after lower-collectives."""
     mesh = dialect.mesh_of(module)
     functions = ir.functions(module)
-    names = axes_by_groups(mesh)
     meshes = hlo.meshes_of(module)
     steps, host_calls = [], []
     for op, executions, unknown in _collectives(functions, "main", 1, False, set()):
         if dialect.is_host_callback(op):
             host_calls.append(_host_call(op, executions, unknown))
         else:
-            steps.append(_step(op, mesh, names, meshes, executions, unknown))
+            steps.append(_step(op, mesh, meshes, executions, unknown))
     return Plan(
         mesh,
         tuple(steps),
@@ -320,50 +323,48 @@ def _increment(body, position: int) -> int | None:
     return None
 
 
-def axes_holding(mesh: Mesh, pairs: np.ndarray) -> tuple[str, ...] | None:
-    """The fewest mesh axes (first in mesh order) whose groups hold every pair."""
-    for count in range(1, len(mesh.axis_names) + 1):
-        for axes in itertools.combinations(mesh.axis_names, count):
-            group_of = np.empty(mesh.size, dtype=np.int64)
-            for index, group in enumerate(replica_groups_for(mesh, axes)):
-                group_of[group] = index
-            if all(group_of[source] == group_of[target] for source, target in pairs):
-                return axes
-    return None
-
-
 def _step(
     op: ir.Operation,
     mesh: Mesh,
-    names,
     meshes: dict[str, hlo.MeshDevices],
     executions: int,
     unknown: bool,
 ) -> Step:
     if ragged.is_native(op):
-        groups = ir.dense_int_matrix(ragged.native_groups(op))
-        kind, axes = "ragged_all_to_all", names.get(groups_key(groups))
+        ids = ir.dense_int_matrix(ragged.native_groups(op))
+        kind, axes = "ragged_all_to_all", axes_of_groups(mesh, ids)
         payload = _bytes(op.operands[0].type)  # its operand: the most it sends
+        groups = ReplicaGroups.of_ids(ids)
         return Step(kind, axes, groups, payload, (payload,), executions, unknown, _loc(op))
     kind = hlo.COLLECTIVE_OPS[op.name]
     if kind == "collective_permute":
-        groups = ir.dense_int_matrix(op.attributes["source_target_pairs"])
-        axes = axes_holding(mesh, groups)
+        pairs = ir.dense_int_matrix(op.attributes["source_target_pairs"])
+        groups, axes = ReplicaGroups.of_ids(pairs), axes_joining(mesh, pairs) or None
     else:
-        try:  # dense, or mesh axes (to-partitions' default)
-            groups, axes = hlo.read_groups(op.attributes["replica_groups"], meshes)
-        except hlo.GroupsError as error:
-            raise dialect.error_at(op, f"'{op.name}': {error}") from None
-        if groups.size == 0:  # no groups: one group of every device
-            groups = np.arange(mesh.size, dtype=np.int64).reshape(1, -1)
-        if axes is None:
-            axes = names.get(groups_key(groups))
+        groups, axes = _groups_and_axes(op, mesh, meshes)
     operands = [_bytes(v.type) for v in op.operands]
     results = [_bytes(r.type) for r in op.results]
     payload = max(sum(operands), sum(results))
     parts = tuple(map(max, operands, results)) if len(operands) == len(results) else (payload,)
     bound = _ragged_payload(op, payload)
     return Step(kind, axes, groups, payload, parts, executions, unknown, _loc(op), bound)
+
+
+def _groups_and_axes(
+    op: ir.Operation, mesh: Mesh, meshes: dict[str, hlo.MeshDevices]
+) -> tuple[ReplicaGroups, tuple[str, ...] | None]:
+    """A collective's replica groups, and the mesh axes they are (None: no axes)."""
+    try:  # dense, or mesh axes (to-partitions' default)
+        groups = hlo.read_groups(op.attributes["replica_groups"], meshes)
+    except hlo.GroupsError as error:
+        raise dialect.error_at(op, f"'{op.name}': {error}") from None
+    if groups.axes is not None:
+        return groups, groups.axes
+    assert groups.ids is not None
+    if groups.ids.size == 0:  # no groups: one group of every device
+        every = canonical_axes(mesh, mesh.axis_names)
+        return ReplicaGroups.over_axes(mesh, every), every
+    return groups, axes_of_groups(mesh, groups.ids)
 
 
 def _ragged_payload(op: ir.Operation, payload: int) -> int | None:
@@ -436,9 +437,9 @@ def format_table(plan: Plan) -> str:
     rows = []
     for index, step in enumerate(plan.steps, 1):
         groups = (
-            f"{len(step.groups)} pairs"
-            if step.op == "collective_permute"
-            else f"{step.groups.shape[0]} x {step.group_size}"
+            f"{step.groups.count} pairs"
+            if step.is_permute
+            else f"{step.groups.count} x {step.group_size}"
         )
         runs = f"{step.executions}" + ("?" if step.loop_unknown else "")
         where = _where(step.location)
@@ -543,12 +544,23 @@ def grid_shape(mesh: Mesh) -> tuple[int, int]:
 def group_of_devices(step: Step, size: int) -> np.ndarray:
     """Each device's group number (-1: in no group; for a permute 0: in some pair)."""
     group_of = np.full(size, -1, dtype=np.int64)
-    if step.op == "collective_permute":
-        group_of[step.groups.reshape(-1)] = 0
+    matrix = step.groups.matrix()
+    if step.is_permute:
+        group_of[matrix.reshape(-1)] = 0
         return group_of
-    for index, group in enumerate(step.groups):
-        group_of[_members(group)] = index
+    rows = np.broadcast_to(np.arange(len(matrix))[:, None], matrix.shape)
+    members = matrix >= 0  # uneven index groups are padded with -1
+    group_of[matrix[members]] = rows[members]
     return group_of
+
+
+def target_of_devices(step: Step, size: int) -> np.ndarray:
+    """For a permute, each device's target in its first pair as source (-1: none)."""
+    target_of = np.full(size, -1, dtype=np.int64)
+    pairs = step.groups.matrix()
+    sources, first = np.unique(pairs[:, 0], return_index=True)
+    target_of[sources] = pairs[first, 1]
+    return target_of
 
 
 def _title(index: int, step: Step) -> str:
@@ -556,11 +568,13 @@ def _title(index: int, step: Step) -> str:
     return f"{index} {step.op}{over}"
 
 
-def _cell_label(step: Step, device: int, group: int) -> str:
-    if step.op == "collective_permute":
-        targets = [int(t) for s, t in step.groups if int(s) == device]
-        return f">{targets[0]}" if targets else "."
-    return _group_name(group) if group >= 0 else "."
+def _cell_labels(step: Step, size: int) -> list[str]:
+    """Each device's label: its group's letter, or a permute's target (`>5`)."""
+    if step.is_permute:
+        return [f">{t}" if t >= 0 else "." for t in target_of_devices(step, size).tolist()]
+    group_of = group_of_devices(step, size).tolist()
+    names = [_group_name(group) for group in range(step.groups.count)]
+    return [names[group] if group >= 0 else "." for group in group_of]
 
 
 def _group_name(group: int) -> str:
@@ -569,24 +583,28 @@ def _group_name(group: int) -> str:
 
 def terminal_picture(plan: Plan, color: bool = False) -> str:
     """Every collective's groups on the mesh grid, as text: a letter per group (with
-    ANSI colours when `color`), or a permute's target device per source."""
-    rows, columns = grid_shape(plan.mesh)
+    ANSI colours when `color`), or a permute's target device per source. Each
+    device is labelled once: time in proportion to the devices drawn."""
+    _, columns = grid_shape(plan.mesh)
     out = []
     for index, step in enumerate(plan.steps, 1):
-        group_of = group_of_devices(step, plan.mesh.size)
+        cells = [label.rjust(3) for label in _cell_labels(step, plan.mesh.size)]
+        if color:
+            group_of = group_of_devices(step, plan.mesh.size).tolist()
+            cells = [_colored(cell, group) for cell, group in zip(cells, group_of)]
         out.append(_title(index, step))
-        for row in range(rows):
-            cells = []
-            for column in range(columns):
-                device = row * columns + column
-                label = _cell_label(step, device, int(group_of[device])).rjust(3)
-                if color and group_of[device] >= 0:
-                    code = _ANSI[int(group_of[device]) % len(_ANSI)]
-                    label = f"\x1b[{code};30m{label}\x1b[0m"
-                cells.append(label)
-            out.append("  " + " ".join(cells))
+        out.extend(
+            "  " + " ".join(cells[start : start + columns])
+            for start in range(0, len(cells), columns)
+        )
         out.append("")
     return "\n".join(out)
+
+
+def _colored(cell: str, group: int) -> str:
+    if group < 0:
+        return cell
+    return f"\x1b[{_ANSI[group % len(_ANSI)]};30m{cell}\x1b[0m"
 
 
 def svg_picture(plan: Plan, cell: int = 28) -> str:
@@ -606,14 +624,14 @@ def svg_picture(plan: Plan, cell: int = 28) -> str:
     ]
     for index, step in enumerate(plan.steps, 1):
         top = (index - 1) * panel_height + gap
-        group_of = group_of_devices(step, plan.mesh.size)
+        group_of = group_of_devices(step, plan.mesh.size).tolist()
         parts.append(f'<g class="collective" data-index="{index}" data-op="{step.op}">')
         parts.append(f'<text x="{gap}" y="{top + 14}">{_escape(_title(index, step))}</text>')
         for device in range(plan.mesh.size):
             row, column = divmod(device, columns)
-            group = int(group_of[device])
+            group = group_of[device]
             fill = PALETTE[group % len(PALETTE)] if group >= 0 else "#ffffff"
-            if step.op == "collective_permute":
+            if step.is_permute:
                 fill = "#dddddd" if group >= 0 else "#ffffff"
             x, y = gap + column * cell, top + title_height + row * cell
             parts.append(
@@ -624,10 +642,10 @@ def svg_picture(plan: Plan, cell: int = 28) -> str:
             parts.append(
                 f'<text x="{x + 4}" y="{y + cell // 2 + 3}" font-size="10">{device}</text>'
             )
-        if step.op == "collective_permute":
-            for source, target in step.groups:
-                x1, y1 = _center(int(source), columns, cell, gap, top + title_height)
-                x2, y2 = _center(int(target), columns, cell, gap, top + title_height)
+        if step.is_permute:
+            for source, target in step.groups.matrix().tolist():
+                x1, y1 = _center(source, columns, cell, gap, top + title_height)
+                x2, y2 = _center(target, columns, cell, gap, top + title_height)
                 parts.append(
                     f'<line class="pair" x1="{x1}" y1="{y1}" x2="{x2}" y2="{y2}" '
                     'stroke="#c00" stroke-width="1.5" marker-end="url(#arrow)"/>'

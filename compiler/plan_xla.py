@@ -50,8 +50,8 @@ import numpy as np
 
 from pmapc import ir
 from pmapc.compiler import hlo_collectives
-from pmapc.compiler.plan import Plan, Step, axes_holding, format_bytes, plan_of
-from pmapc.mesh import Mesh, axes_by_groups, groups_key
+from pmapc.compiler.plan import Plan, Step, format_bytes, plan_of
+from pmapc.mesh import Mesh, axes_joining, axes_of_groups
 
 UNAVAILABLE = "the backend gives no optimized HLO for its executable"
 
@@ -194,18 +194,25 @@ def _axes_namer(mesh: Mesh):
     """A function giving the mesh axes of an XLA collective's groups: in the order its
     groups list the devices where that order is one of a tuple of axes, else in mesh
     order; a permute's, the fewest axes holding its pairs; None for other groups."""
-    exact = axes_by_groups(mesh)
-    as_sets: dict[GroupSet, tuple[str, ...]] = {}
-    for groups, axes in exact.items():
-        as_sets.setdefault(_group_set(groups), axes)
 
     def axes_of(collective: hlo_collectives.Collective) -> tuple[str, ...] | None:
         if collective.kind == "collective-permute":
-            return axes_holding(mesh, collective.groups)
-        found = exact.get(groups_key(collective.groups))
-        return found if found is not None else as_sets.get(_group_set(collective.groups))
+            return axes_joining(mesh, collective.groups) or None
+        found = axes_of_groups(mesh, collective.groups)
+        return (
+            found if found is not None else axes_of_groups(mesh, _in_mesh_order(collective.groups))
+        )
 
     return axes_of
+
+
+def _in_mesh_order(groups: np.ndarray) -> np.ndarray:
+    """The groups with each group's devices, and the groups, in increasing order (how
+    the groups over axes in mesh order list them)."""
+    if groups.ndim != 2 or groups.size == 0:
+        return groups
+    ordered = np.sort(groups, axis=1)
+    return ordered[np.argsort(ordered[:, 0], kind="stable")]
 
 
 @dataclasses.dataclass
@@ -222,7 +229,7 @@ def match(
     """For each of XLA's collectives, the indices of the steps it runs (module docstring)."""
     mine: dict[GroupSet, list[_Piece]] = collections.defaultdict(list)
     for index, step in enumerate(steps):
-        groups = _groups_of(step.op, step.groups)
+        groups = _groups_of(step.op, step.groups.matrix())
         mine[groups].extend(_Piece(index, step.op, groups, size) for size in step.parts)
     theirs: dict[GroupSet, list[_Piece]] = collections.defaultdict(list)
     for index, collective in enumerate(collectives):

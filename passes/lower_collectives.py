@@ -36,11 +36,18 @@ from pmapc import collectives, dialect, hlo, ir, options
 from pmapc.collectives import Collective
 from pmapc.dialect import CollectiveView
 from pmapc.errors import Category, PipelineError, ShapeError
-from pmapc.mesh import Mesh, axis_index_terms, permutation_pairs, replica_groups_for
-from pmapc.options import DEFAULT_RAGGED_FORM, RaggedForm
+from pmapc.mesh import (
+    Mesh,
+    axis_index_terms,
+    canonical_axes,
+    permutation_pairs,
+    replica_groups_for,
+)
+from pmapc.options import DEFAULT_GROUP_FORM, DEFAULT_RAGGED_FORM, GroupForm, RaggedForm
 from pmapc.passes import ragged
 from pmapc.passes.base import Analyses, Analysis
 from pmapc.passes.op_index import index_of, op_index
+from pmapc.passes.to_partitions import group_form
 from pmapc.rewriter import Builder, Rewriter
 
 
@@ -51,10 +58,12 @@ class LowerCollectivesPass:
     name: ClassVar[str] = "lower-collectives"
     # native: XLA's ragged-all-to-all (GPU, TPU); expanded: all_to_alls (every XLA)
     ragged: RaggedForm = DEFAULT_RAGGED_FORM
+    # named: groups that are whole mesh axes written as those axes; dense: device ids
+    replica_groups: GroupForm = DEFAULT_GROUP_FORM
     reads: ClassVar[tuple[Analysis, ...]] = (op_index,)
 
     def __post_init__(self) -> None:
-        # a pipeline string gives the option as text: read it here, once
+        # a pipeline string gives the options as text: read them here, once
         form = options.parse(RaggedForm, self.ragged)
         if form is None:
             choices = " or ".join(options.choices(RaggedForm))
@@ -62,6 +71,8 @@ class LowerCollectivesPass:
                 f"option 'ragged' of pass '{self.name}' takes {choices}, got '{self.ragged}'"
             )
         object.__setattr__(self, "ragged", form)
+        groups = group_form(self.replica_groups, f"pass '{self.name}'")
+        object.__setattr__(self, "replica_groups", groups)
 
     def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
         views = dialect.Views()
@@ -75,6 +86,7 @@ class LowerCollectivesPass:
             if dialect.is_pmapc_target(target):
                 ops.append(op)
         lowering = Lowering(dialect.mesh_of(module), views, rewriter, self.ragged)
+        lowering.name_groups(module, self.replica_groups)
         for op in ops:
             lowering.lower(op)
         lowering.finish()
@@ -99,8 +111,12 @@ class Lowering:
         # axis indices by axes; the placeholder they go before.
         self.entry_values: dict[tuple[str, tuple[str, ...] | None], ir.Value] = {}
         self.anchors: dict[str, ir.Operation] = {}
-        # Replica groups by (axes, index groups).
+        # Replica groups by (axes, index groups, written as axes).
         self.group_attrs: dict[tuple, ir.Attribute] = {}
+        # Where groups over whole axes are written as those axes: the module, whose
+        # `sdy.mesh` they name (made when the first is written), and its symbol.
+        self.module: ir.Module | None = None
+        self.mesh_name: str | None = None
         # (kind, config) of the collectives whose axes and index groups were checked.
         self.checked: set[tuple] = set()
         # The first op built for each key (see `cloned`).
@@ -149,13 +165,35 @@ class Lowering:
         """How many devices exchange data in each of the op's replica groups."""
         return view.collective.acting_size(view.params, self.mesh.group_size(view.axes))
 
-    def groups(self, view: CollectiveView) -> ir.Attribute:
+    def name_groups(self, module: ir.Module, form: GroupForm) -> None:
+        """Write groups that are whole mesh axes as those axes, if `form` is named and
+        the XLA in use reads every axis name of the mesh."""
+        if form is GroupForm.NAMED and all(map(ir.mesh_axis_name_readable, self.mesh.axis_names)):
+            self.module = module
+
+    def groups(self, view: CollectiveView, dense: bool = False) -> ir.Attribute:
+        """The op's replica groups: its mesh axes (`canonical_axes`), or device ids
+        where index groups split them, the form is dense or `dense` asks for them."""
         index_groups = view.params.index_groups
-        key = (view.axes, index_groups)
+        named = self.module is not None and index_groups is None and not dense
+        key = (view.axes, index_groups, named)
         if key not in self.group_attrs:
-            groups = replica_groups_for(self.mesh, view.axes, index_groups)
-            self.group_attrs[key] = hlo.groups_attr(groups)
+            if named:
+                axes = canonical_axes(self.mesh, view.axes)
+                attr = ir.mesh_axis_groups_attr(self.mesh_symbol(), axes)
+            else:
+                attr = hlo.groups_attr(replica_groups_for(self.mesh, view.axes, index_groups))
+            self.group_attrs[key] = attr
         return self.group_attrs[key]
+
+    def mesh_symbol(self) -> str:
+        """The `sdy.mesh` op of the mesh that named groups refer to, made once."""
+        if self.mesh_name is None:
+            module = self.module
+            assert module is not None
+            top = self.rewriter.at_start(module.body, ir.unknown_location(module.context))
+            self.mesh_name = hlo.mesh_symbol(top, module, self.mesh, hlo.meshes_of(module))
+        return self.mesh_name
 
     def cloned(self, key: tuple, b: Builder) -> ir.Operation | None:
         """A copy by `b` of the op built for `key` before; None the first time (the
@@ -302,10 +340,11 @@ def lower_all_to_all(lowering: Lowering, view: CollectiveView, b: Builder) -> li
 
 
 def lower_ragged_all_to_all(lowering: Lowering, view: CollectiveView, b: Builder) -> list[ir.Value]:
-    operands, groups = list(view.op.operands), lowering.groups(view)
-    if lowering.ragged_form is RaggedForm.NATIVE:
+    operands = list(view.op.operands)
+    if lowering.ragged_form is RaggedForm.NATIVE:  # XLA's custom call reads device ids
+        groups = lowering.groups(view, dense=True)
         return [ragged.native(b, operands, view.op.results[0].type, groups)]
-    return [ragged.expanded(b, operands, groups, lowering.acting_size(view))]
+    return [ragged.expanded(b, operands, lowering.groups(view), lowering.acting_size(view))]
 
 
 def lower_ppermute(lowering: Lowering, view: CollectiveView, b: Builder) -> list[ir.Value]:
@@ -313,7 +352,7 @@ def lower_ppermute(lowering: Lowering, view: CollectiveView, b: Builder) -> list
     assert isinstance(params, collectives.PpermuteParams)
     operand = view.op.operands[0]
     pairs = permutation_pairs(lowering.mesh, view.axes, params.perm)
-    if not pairs:
+    if not len(pairs):
         return [hlo.zeros(b, operand.type)]
     attributes = {"source_target_pairs": ir.dense_i64_attr(pairs)}
     op = b.create("stablehlo.collective_permute", [operand], [operand.type], attributes)

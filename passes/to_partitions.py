@@ -43,7 +43,7 @@ from typing import ClassVar
 
 from pmapc import dialect, hlo, ir, options
 from pmapc.errors import PipelineError
-from pmapc.mesh import axes_by_groups, groups_key
+from pmapc.mesh import ReplicaGroups, axes_of_groups
 from pmapc.options import DEFAULT_GROUP_FORM, GroupForm
 from pmapc.passes import ragged
 from pmapc.passes.base import Analyses, Analysis
@@ -145,7 +145,6 @@ class GroupWriter:
         self.expand = form is GroupForm.DENSE or (mesh is not None and not readable)
         # The mesh groups are named by (none: they stay as they are).
         self.mesh = mesh if form is GroupForm.NAMED and readable else None
-        self.by_groups = axes_by_groups(self.mesh) if self.mesh else {}
         self.symbol: str | None = None
         self.written: dict[ir.Attribute, ir.Attribute | None] = {}
 
@@ -158,12 +157,12 @@ class GroupWriter:
         return self.written[groups]
 
     def _rewrite(self, op: ir.Operation) -> ir.Attribute | None:
-        matrix, axes = read_groups(op, self.meshes)
+        groups = read_groups(op, self.meshes)
         if self.expand:
-            return hlo.groups_attr(matrix) if axes is not None else None
-        if axes is not None or self.mesh is None:
+            return hlo.groups_attr(groups.matrix()) if groups.axes is not None else None
+        if groups.axes is not None or self.mesh is None:
             return None  # named already, or no mesh to name them by
-        axes = self.by_groups.get(groups_key(matrix))
+        axes = axes_of_groups(self.mesh, groups.matrix())
         if axes is None:
             return None  # not whole mesh axes (axis_index_groups split them)
         if self.symbol is None:
@@ -183,7 +182,7 @@ def expand_groups(module: ir.Module, collectives: list[ir.Operation], rewriter: 
     return changed
 
 
-def read_groups(op: ir.Operation, meshes: dict[str, hlo.MeshDevices]):
+def read_groups(op: ir.Operation, meshes: dict[str, hlo.MeshDevices]) -> ReplicaGroups:
     """`hlo.read_groups` of `op`'s replica groups, a bad mesh or axis at `op`."""
     try:
         return hlo.read_groups(op.attributes[REPLICA_GROUPS], meshes)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pmapc import ir
-from pmapc.mesh import Mesh, replica_groups_for
+from pmapc.mesh import Mesh, ReplicaGroups
 
 if TYPE_CHECKING:
     from pmapc.rewriter import Builder
@@ -210,18 +210,16 @@ def meshes_of(module: ir.Module) -> dict[str, MeshDevices]:
     return meshes
 
 
-def read_groups(
-    attr: ir.Attribute, meshes: dict[str, MeshDevices]
-) -> tuple[np.ndarray, tuple[str, ...] | None]:
-    """The replica groups `attr` holds, as a (groups, group size) matrix of device
-    ids, and the mesh axes it names (None for dense groups); GroupsError if it names
-    a mesh that is not in `meshes` (`meshes_of`) or an axis its mesh lacks."""
+def read_groups(attr: ir.Attribute, meshes: dict[str, MeshDevices]) -> ReplicaGroups:
+    """The replica groups `attr` holds, in its form: over mesh axes (not listed
+    device by device) or a matrix of device ids; GroupsError if it names a mesh
+    that is not in `meshes` (`meshes_of`) or an axis its mesh lacks."""
     try:
         named = ir.as_mesh_axis_groups(attr)
     except ir.MalformedAttribute as error:
         raise GroupsError(str(error)) from None
     if named is None:
-        return ir.dense_int_matrix(attr), None
+        return ReplicaGroups.of_ids(ir.dense_int_matrix(attr))
     if isinstance(named.mesh, str):
         if named.mesh not in meshes:
             raise GroupsError(
@@ -247,10 +245,7 @@ def read_groups(
         raise GroupsError(
             f"replica groups over axes {list(axes)}: {fault}; name axes of the mesh, each once"
         )
-    groups = replica_groups_for(mesh, named.axes)
-    if where.device_ids:
-        groups = np.asarray(where.device_ids, dtype=np.int64)[groups]
-    return groups, named.axes
+    return ReplicaGroups.over_axes(mesh, axes, where.device_ids)
 
 
 def reduction_identity(element_type: ir.Type, reducer: str) -> ir.Attribute:

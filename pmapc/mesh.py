@@ -11,7 +11,6 @@ whose positions follow the mesh order (`permutation_pairs`).
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import math
 from collections.abc import Sequence
 
@@ -68,6 +67,9 @@ def replica_groups_for(
     per index group, `[group[i] for i in index_group]`, in that order (JAX 0.4's
     `_replica_groups`); groups of unequal sizes are padded with -1, as
     StableHLO writes them.
+
+    This enumerates every device: the dense form of the groups. Where the mesh
+    axes describe the groups (a `ReplicaGroups` over axes), nothing needs it.
     """
     ids = np.arange(mesh.size, dtype=np.int64).reshape(mesh.axis_sizes)
     named = [mesh.axis_position(a) for a in axes]
@@ -76,28 +78,67 @@ def replica_groups_for(
     if index_groups is None:
         return groups
     width = max(len(index_group) for index_group in index_groups)
-    split = np.full((len(groups) * len(index_groups), width), -1, dtype=np.int64)
-    for row, (group, index_group) in enumerate(itertools.product(groups, index_groups)):
-        split[row, : len(index_group)] = group[list(index_group)]
-    return split
+    split = np.full((len(groups), len(index_groups), width), -1, dtype=np.int64)
+    for position, index_group in enumerate(index_groups):
+        split[:, position, : len(index_group)] = groups[:, list(index_group)]
+    return split.reshape(-1, width)
 
 
-GroupsKey = tuple[tuple[int, ...], ...]  # a replica-group matrix as nested tuples
+def canonical_axes(mesh: Mesh, axes: tuple[str, ...]) -> tuple[str, ...]:
+    """The shortest tuple of mesh axes whose groups are those of `axes`: its axes of
+    size 1 dropped (they change no group), in their order; when every one has size
+    1 (groups of one device), the mesh's first axis of size 1."""
+    kept = tuple(axis for axis in axes if mesh.axis_size(axis) > 1)
+    if kept or not axes:
+        return kept
+    return (next(n for n, size in zip(mesh.axis_names, mesh.axis_sizes) if size == 1),)
 
 
-def groups_key(groups: np.ndarray) -> GroupsKey:
-    return tuple(tuple(int(device) for device in group) for group in groups)
+def axes_of_groups(mesh: Mesh, groups: np.ndarray) -> tuple[str, ...] | None:
+    """The mesh axes (`canonical_axes`) whose replica groups are the matrix `groups`,
+    or None when no tuple of axes gives it (index groups split it, say).
+
+    The first group says which axes they would be: its devices step by the
+    stride of the last axis, then of the one before, and so on (row-major over
+    the axes in their order); the whole matrix is then compared with those axes'
+    groups. Time and memory in proportion to the matrix, whatever the number of
+    axes (no tuple of axes is tried).
+    """
+    if groups.ndim != 2 or groups.size == 0 or groups.shape[0] * groups.shape[1] != mesh.size:
+        return None
+    by_stride = {
+        mesh.stride(name): name for name, size in zip(mesh.axis_names, mesh.axis_sizes) if size > 1
+    }
+    first, span, axes = groups[0], 1, []
+    while span < len(first):
+        axis = by_stride.get(int(first[span]) - int(first[0]))
+        if axis is None or axis in axes:
+            return None
+        axes.insert(0, axis)
+        span *= mesh.axis_size(axis)
+    if span != len(first):
+        return None
+    candidate = tuple(axes)
+    if not candidate:  # groups of one device: the first axis of size 1, if any
+        ones = [name for name, size in zip(mesh.axis_names, mesh.axis_sizes) if size == 1]
+        if not ones:
+            return None
+        candidate = (ones[0],)
+    return candidate if np.array_equal(replica_groups_for(mesh, candidate), groups) else None
 
 
-def axes_by_groups(mesh: Mesh) -> dict[GroupsKey, tuple[str, ...]]:
-    """Every ordered tuple of distinct mesh axes, by its replica groups: fewer axes
-    first, then in mesh order, so that axes of size 1 (which change no group) are
-    left out of the tuple a group matrix names."""
-    names: dict[GroupsKey, tuple[str, ...]] = {}
-    for count in range(1, len(mesh.axis_names) + 1):
-        for axes in itertools.permutations(mesh.axis_names, count):
-            names.setdefault(groups_key(replica_groups_for(mesh, axes)), axes)
-    return names
+def axes_joining(mesh: Mesh, pairs: np.ndarray) -> tuple[str, ...]:
+    """The fewest mesh axes whose groups hold every (source, target) pair: those along
+    which some pair's devices differ, in mesh order. (Devices share a group over a
+    set of axes exactly when they agree on every other axis.)"""
+    pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+    joining = []
+    for name, size in zip(mesh.axis_names, mesh.axis_sizes):
+        stride = mesh.stride(name)
+        coordinates = (pairs // stride) % size
+        if np.any(coordinates[:, 0] != coordinates[:, 1]):
+            joining.append(name)
+    return tuple(joining)
 
 
 def axis_index_terms(mesh: Mesh, axes: tuple[str, ...]) -> list[tuple[int, int, int]]:
@@ -116,17 +157,76 @@ def axis_index_of(mesh: Mesh, axes: tuple[str, ...], device: int) -> int:
     return sum(((device // s) % n) * w for s, n, w in axis_index_terms(mesh, axes))
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class ReplicaGroups:
+    """A collective's replica groups in the form they are written: whole mesh axes
+    (`axes`, over `mesh`; the devices are never listed unless asked for) or a
+    matrix of device ids (`ids`, rows padded with -1). `order` maps a mesh position
+    to its device where the mesh lists its devices (an `sdy.mesh` with device ids).
+
+    What the plan and the passes read (how many groups, how large, which axes)
+    costs time in proportion to what is written: the axes, or the matrix.
+    """
+
+    mesh: Mesh | None = None
+    axes: tuple[str, ...] | None = None
+    ids: np.ndarray | None = None
+    order: tuple[int, ...] = ()
+
+    @classmethod
+    def over_axes(
+        cls, mesh: Mesh, axes: tuple[str, ...], order: Sequence[int] = ()
+    ) -> ReplicaGroups:
+        return cls(mesh=mesh, axes=tuple(axes), order=tuple(order))
+
+    @classmethod
+    def of_ids(cls, ids: np.ndarray) -> ReplicaGroups:
+        return cls(ids=np.asarray(ids, dtype=np.int64))
+
+    @property
+    def count(self) -> int:
+        """How many groups."""
+        if self.ids is not None:
+            return int(self.ids.shape[0])
+        assert self.mesh is not None and self.axes is not None
+        return self.mesh.size // self.mesh.group_size(self.axes)
+
+    @property
+    def size(self) -> int:
+        """Devices per group (of the widest row, for padded ids)."""
+        if self.ids is not None:
+            return int(self.ids.shape[1]) if self.ids.ndim == 2 else 0
+        assert self.mesh is not None and self.axes is not None
+        return self.mesh.group_size(self.axes)
+
+    def largest(self) -> int:
+        """The devices of the largest group (padding not counted)."""
+        if self.ids is None:
+            return self.size
+        if self.ids.size == 0:
+            return 0
+        return int((self.ids >= 0).sum(axis=1).max())
+
+    def matrix(self) -> np.ndarray:
+        """Every group's device ids (`replica_groups_for`; this lists every device)."""
+        if self.ids is not None:
+            return self.ids
+        assert self.mesh is not None and self.axes is not None
+        groups = replica_groups_for(self.mesh, self.axes)
+        return np.asarray(self.order, dtype=np.int64)[groups] if self.order else groups
+
+
 def permutation_pairs(
     mesh: Mesh, axes: tuple[str, ...], perm: Sequence[tuple[int, int]]
-) -> list[tuple[int, int]]:
-    """Expand a ppermute over group positions into (source, target) device pairs.
+) -> np.ndarray:
+    """Expand a ppermute over group positions into (source, target) device pairs, a
+    (pairs, 2) matrix: each group's pairs in `perm`'s order, the groups in order.
 
     Positions count the group's devices in increasing id (mesh) order, whatever
     the order of `axes`: JAX 0.4's `_ppermute_lowering` (unchanged in JAX 0.10)
     sorts each group before it reads `perm`, unlike every other collective.
     """
-    pairs = []
-    for group in replica_groups_for(mesh, axes):
-        group = np.sort(group)
-        pairs.extend((int(group[src]), int(group[dst])) for src, dst in perm)
-    return pairs
+    groups = np.sort(replica_groups_for(mesh, axes), axis=1)
+    positions = np.asarray(perm, dtype=np.int64).reshape(-1, 2)
+    pairs = np.stack([groups[:, positions[:, 0]], groups[:, positions[:, 1]]], axis=-1)
+    return pairs.reshape(-1, 2)

@@ -25,7 +25,7 @@ from jax import lax
 import pmapc
 from pmapc.compiler import hlo_collectives, plan_xla, xla
 from pmapc.compiler.plan import Step
-from pmapc.mesh import Mesh, replica_groups_for
+from pmapc.mesh import Mesh, ReplicaGroups, replica_groups_for
 
 BENCHMARKS = pathlib.Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))
@@ -95,8 +95,10 @@ def test_rows_name_axes_groups_and_source_lines():
         ("all_gather", ("model", "data")),
         ("collective_permute", ("model",)),
     ]
-    np.testing.assert_array_equal(plan.steps[1].groups, replica_groups_for(MESH, ("model", "data")))
-    pairs = {(int(s), int(t)) for s, t in plan.steps[2].groups}
+    np.testing.assert_array_equal(
+        plan.steps[1].groups.matrix(), replica_groups_for(MESH, ("model", "data"))
+    )
+    pairs = {(int(s), int(t)) for s, t in plan.steps[2].groups.matrix()}
     assert pairs == {(0, 1), (1, 2), (4, 5), (5, 6)}
     lines = [step.location.line for step in plan.steps]
     first = test_rows_name_axes_groups_and_source_lines.__code__.co_firstlineno
@@ -112,7 +114,7 @@ def test_index_groups_have_no_axes():
     ).plan()
     (step,) = plan.steps
     assert step.axes is None
-    np.testing.assert_array_equal(step.groups, [[0, 1], [2, 3], [4, 5], [6, 7]])
+    np.testing.assert_array_equal(step.groups.matrix(), [[0, 1], [2, 3], [4, 5], [6, 7]])
     assert "(groups)" in plan.table()
 
 
@@ -337,7 +339,7 @@ def test_the_adapter_gives_none_where_an_executable_has_no_hlo():
 
 
 def step(op, groups, parts):
-    groups = np.array(groups, dtype=np.int64)
+    groups = ReplicaGroups.of_ids(np.array(groups, dtype=np.int64))
     return Step(op, None, groups, sum(parts), tuple(parts), 1, False, None)
 
 

@@ -68,8 +68,8 @@ def collectives(lowered) -> list[tuple[str, np.ndarray, tuple[str, ...] | None]]
             pairs = ir.dense_int_matrix(op.attributes["source_target_pairs"])
             found.append((op.name, pairs, None))
         elif op.name in COLLECTIVE_OPS:
-            matrix, axes = hlo.read_groups(op.attributes["replica_groups"], meshes)
-            found.append((op.name, matrix, axes))
+            groups = hlo.read_groups(op.attributes["replica_groups"], meshes)
+            found.append((op.name, groups.matrix(), groups.axes))
     return found
 
 
@@ -210,7 +210,7 @@ def test_the_program_in_a_jit_keeps_device_ids_and_no_mesh_of_its_own():
 
     module = ir.parse_module(both.lower(X).as_text(), ir.make_context())
     groups = [
-        hlo.read_groups(op.attributes["replica_groups"], hlo.meshes_of(module))[1]
+        hlo.read_groups(op.attributes["replica_groups"], hlo.meshes_of(module)).axes
         for function in ir.functions(module).values()
         for op in ir.walk(function)
         if op.name in COLLECTIVE_OPS and "replica_groups" in op.attributes

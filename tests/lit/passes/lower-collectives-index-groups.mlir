@@ -157,7 +157,7 @@ module @all_to_all_data_model_in_pairs attributes {pmapc.mesh = {axis_names = ["
 // COMBINE: "stablehlo.all_reduce"(%{{.*}}, %{{.*}})
 // COMBINE-SAME{LITERAL}: replica_groups = dense<[[0, 1], [2, 3], [4, 5], [6, 7]]>
 // COMBINE: "stablehlo.all_reduce"(%{{[a-z0-9_]+}}) <{
-// COMBINE-SAME{LITERAL}: replica_groups = dense<[[0, 1, 2, 3], [4, 5, 6, 7]]>
+// COMBINE-SAME{LITERAL}: replica_groups = #stablehlo.replica_group_mesh_axes<mesh = @mesh, axes = [#stablehlo.axis_ref<name = "model">]>
 // COMBINE-NOT: "stablehlo.all_reduce"
 // CHECK-LABEL: module @sums_in_different_groups
 module @sums_in_different_groups attributes {pmapc.mesh = {axis_names = ["data", "model"], axis_sizes = array<i64: 2, 4>}} {

@@ -1,6 +1,7 @@
-// RUN: pmapc opt %s --pass-pipeline='builtin.module(lower-collectives)' --split-input-file | FileCheck %s
+// RUN: pmapc opt %s --pass-pipeline='builtin.module(lower-collectives{replica-groups=dense})' --split-input-file | FileCheck %s
 
-// Replica groups of every collective kind on every mesh shape, over the inner
+// Replica groups of every collective kind on every mesh shape, as device ids
+// (replica-groups=dense; lower-collectives.mlir shows them as mesh axes), over the inner
 // axis, the outer axis, all axes and a tuple in non-nesting order. Devices are
 // numbered row-major over the mesh (outer axis slowest); a group is ordered
 // row-major over the axes in the order the collective names them, but for

@@ -12,7 +12,7 @@
 // CHECK-NOT: mhlo.num_
 // CHECK: func.func public @main(%[[ARG:.*]]: tensor<3xf32>)
 // CHECK: %[[SUM:.*]] = "stablehlo.all_reduce"(%[[ARG]])
-// CHECK-SAME{LITERAL}: <{replica_groups = dense<[[0, 1, 2, 3], [4, 5, 6, 7]]> : tensor<2x4xi64>}>
+// CHECK-SAME{LITERAL}: <{replica_groups = #stablehlo.replica_group_mesh_axes<mesh = @mesh, axes = [#stablehlo.axis_ref<name = "model">]>}>
 // CHECK-NEXT: ^bb0(%[[LHS:.*]]: tensor<f32>, %[[RHS:.*]]: tensor<f32>):
 // CHECK-NEXT: %[[ADD:.*]] = stablehlo.add %[[LHS]], %[[RHS]] : tensor<f32>
 // CHECK-NEXT: stablehlo.return %[[ADD]] : tensor<f32>
@@ -46,7 +46,7 @@ module @psum_complex_over_model attributes {pmapc.mesh = {axis_names = ["data", 
 
 // CHECK-LABEL: module @pmax_i32_over_data
 // CHECK: "stablehlo.all_reduce"
-// CHECK-SAME{LITERAL}: <{replica_groups = dense<[[0, 4], [1, 5], [2, 6], [3, 7]]> : tensor<4x2xi64>}>
+// CHECK-SAME{LITERAL}: <{replica_groups = #stablehlo.replica_group_mesh_axes<mesh = @mesh, axes = [#stablehlo.axis_ref<name = "data">]>}>
 // CHECK-NEXT: ^bb0(%[[LHS:.*]]: tensor<i32>, %[[RHS:.*]]: tensor<i32>):
 // CHECK-NEXT: stablehlo.maximum %[[LHS]], %[[RHS]] : tensor<i32>
 // CHECK-NOT: @pmapc.
@@ -62,7 +62,7 @@ module @pmax_i32_over_data attributes {pmapc.mesh = {axis_names = ["data", "mode
 // On booleans the reducers stay on i1 (minimum is "and").
 // CHECK-LABEL: module @pmin_i1_over_data_and_model
 // CHECK: "stablehlo.all_reduce"
-// CHECK-SAME{LITERAL}: <{replica_groups = dense<[[0, 1, 2, 3, 4, 5, 6, 7]]> : tensor<1x8xi64>}>
+// CHECK-SAME{LITERAL}: <{replica_groups = #stablehlo.replica_group_mesh_axes<mesh = @mesh, axes = [#stablehlo.axis_ref<name = "data">, #stablehlo.axis_ref<name = "model">]>}>
 // CHECK-NEXT: ^bb0(%[[LHS:.*]]: tensor<i1>, %[[RHS:.*]]: tensor<i1>):
 // CHECK-NEXT: stablehlo.minimum %[[LHS]], %[[RHS]] : tensor<i1>
 // CHECK-NOT: @pmapc.
@@ -80,7 +80,7 @@ module @pmin_i1_over_data_and_model attributes {pmapc.mesh = {axis_names = ["dat
 // conversion happens in jax.lax.psum, before the traced psum).
 // CHECK-LABEL: module @psum_i1_over_model_then_data
 // CHECK: "stablehlo.all_reduce"
-// CHECK-SAME{LITERAL}: <{replica_groups = dense<[[0, 4, 1, 5, 2, 6, 3, 7]]> : tensor<1x8xi64>}>
+// CHECK-SAME{LITERAL}: <{replica_groups = #stablehlo.replica_group_mesh_axes<mesh = @mesh, axes = [#stablehlo.axis_ref<name = "model">, #stablehlo.axis_ref<name = "data">]>}>
 // CHECK-NEXT: ^bb0(%[[LHS:.*]]: tensor<i1>, %[[RHS:.*]]: tensor<i1>):
 // CHECK-NEXT: stablehlo.add %[[LHS]], %[[RHS]] : tensor<i1>
 // CHECK-NOT: @pmapc.
@@ -132,7 +132,7 @@ module @variadic_psum_one_all_reduce_per_operand attributes {pmapc.mesh = {axis_
 
 // CHECK-LABEL: module @tiled_all_gather
 // CHECK: "stablehlo.all_gather"(%{{.*}}) <{all_gather_dim = 1 : i64
-// CHECK-SAME{LITERAL}: replica_groups = dense<[[0, 1, 2, 3], [4, 5, 6, 7]]>
+// CHECK-SAME{LITERAL}: replica_groups = #stablehlo.replica_group_mesh_axes<mesh = @mesh, axes = [#stablehlo.axis_ref<name = "model">]>
 // CHECK-SAME: (tensor<3x2xf32>) -> tensor<3x8xf32>
 // CHECK-NOT: @pmapc.
 module @tiled_all_gather attributes {pmapc.mesh = {axis_names = ["data", "model"], axis_sizes = array<i64: 2, 4>}} {
@@ -148,7 +148,7 @@ module @tiled_all_gather attributes {pmapc.mesh = {axis_names = ["data", "model"
 // CHECK-LABEL: module @untiled_all_gather_inserts_the_gathered_dimension
 // CHECK: %[[UNIT:.*]] = stablehlo.reshape %{{.*}} : (tensor<3xf32>) -> tensor<1x3xf32>
 // CHECK: %[[STACK:.*]] = "stablehlo.all_gather"(%[[UNIT]]) <{all_gather_dim = 0 : i64
-// CHECK-SAME{LITERAL}: replica_groups = dense<[[0, 4], [1, 5], [2, 6], [3, 7]]>
+// CHECK-SAME{LITERAL}: replica_groups = #stablehlo.replica_group_mesh_axes<mesh = @mesh, axes = [#stablehlo.axis_ref<name = "data">]>
 // CHECK-SAME: (tensor<1x3xf32>) -> tensor<2x3xf32>
 // CHECK: return %[[STACK]]
 // CHECK-NOT: @pmapc.
@@ -163,7 +163,7 @@ module @untiled_all_gather_inserts_the_gathered_dimension attributes {pmapc.mesh
 
 // CHECK-LABEL: module @tiled_psum_scatter
 // CHECK: "stablehlo.reduce_scatter"
-// CHECK-SAME{LITERAL}: <{replica_groups = dense<[[0, 1, 2, 3], [4, 5, 6, 7]]> : tensor<2x4xi64>, scatter_dimension = 0 : i64}>
+// CHECK-SAME{LITERAL}: <{replica_groups = #stablehlo.replica_group_mesh_axes<mesh = @mesh, axes = [#stablehlo.axis_ref<name = "model">]>, scatter_dimension = 0 : i64}>
 // CHECK-NEXT: ^bb0(%[[LHS:.*]]: tensor<f32>, %[[RHS:.*]]: tensor<f32>):
 // CHECK-NEXT: stablehlo.add %[[LHS]], %[[RHS]] : tensor<f32>
 // CHECK: (tensor<8x3xf32>) -> tensor<2x3xf32>
@@ -180,7 +180,7 @@ module @tiled_psum_scatter attributes {pmapc.mesh = {axis_names = ["data", "mode
 // Untiled: each device keeps a unit block, then the dimension is dropped.
 // CHECK-LABEL: module @untiled_psum_scatter_drops_the_scattered_dimension
 // CHECK: %[[BLOCK:.*]] = "stablehlo.reduce_scatter"
-// CHECK-SAME{LITERAL}: <{replica_groups = dense<[[0, 4], [1, 5], [2, 6], [3, 7]]> : tensor<4x2xi64>, scatter_dimension = 1 : i64}>
+// CHECK-SAME{LITERAL}: <{replica_groups = #stablehlo.replica_group_mesh_axes<mesh = @mesh, axes = [#stablehlo.axis_ref<name = "data">]>, scatter_dimension = 1 : i64}>
 // CHECK: stablehlo.add %{{.*}}, %{{.*}} : tensor<i32>
 // CHECK: (tensor<3x2xi32>) -> tensor<3x1xi32>
 // CHECK: %[[OUT:.*]] = stablehlo.reshape %[[BLOCK]] : (tensor<3x1xi32>) -> tensor<3xi32>
@@ -197,7 +197,7 @@ module @untiled_psum_scatter_drops_the_scattered_dimension attributes {pmapc.mes
 
 // CHECK-LABEL: module @tiled_all_to_all
 // CHECK: "stablehlo.all_to_all"(%{{.*}}) <{concat_dimension = 1 : i64
-// CHECK-SAME{LITERAL}: replica_groups = dense<[[0, 1, 2, 3], [4, 5, 6, 7]]>
+// CHECK-SAME{LITERAL}: replica_groups = #stablehlo.replica_group_mesh_axes<mesh = @mesh, axes = [#stablehlo.axis_ref<name = "model">]>
 // CHECK-SAME: split_count = 4 : i64, split_dimension = 0 : i64}>
 // CHECK-SAME: (tensor<8x3xf32>) -> tensor<2x12xf32>
 // CHECK-NOT: @pmapc.

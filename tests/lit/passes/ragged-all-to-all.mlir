@@ -22,7 +22,7 @@
 // EXPANDED: %[[SLICES:.*]] = stablehlo.concatenate {{.*}} -> tensor<4x4x2xf32>
 // EXPANDED: "stablehlo.all_to_all"(%[[SLICES]])
 // EXPANDED-SAME: concat_dimension = 0 : i64
-// EXPANDED-SAME{LITERAL}: replica_groups = dense<[[0, 1, 2, 3], [4, 5, 6, 7]]> : tensor<2x4xi64>
+// EXPANDED-SAME{LITERAL}: replica_groups = #stablehlo.replica_group_mesh_axes<mesh = @mesh, axes = [#stablehlo.axis_ref<name = "model">]>
 // EXPANDED-SAME: split_count = 4 : i64
 // EXPANDED-SAME: pmapc.ragged_rows = 4 : i64
 // EXPANDED-NOT: stablehlo.convert
