@@ -1,0 +1,217 @@
+"""pmapc's work grows linearly with the program: counted, never timed.
+
+Each test compiles one program at two sizes and counts the work done: the
+calls of every Python function of pmapc's (cProfile's call counts, the garbage
+collector paused: deterministic, whatever the machine's load), and the device
+ids enumerated (`replica_groups_for`'s output). A function called 16 times as
+often when the program is 4 times as large is a quadratic loop, whatever it
+costs today: the test names it.
+
+The sizes: mapped arguments and results, float constants hoisted from a body,
+the layers of a training step, the depth of a nest, and the mesh's positions.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import gc
+import pathlib
+import pstats
+from collections.abc import Callable
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+import pmapc
+from pmapc import mesh as mesh_math
+from pmapc.compiler import plan as plan_module
+
+# A function whose calls grow by more than this times the program's growth (and that
+# is called at least `MIN_CALLS` times at the larger size) grows faster than linearly.
+SLACK = 1.3
+MIN_CALLS = 40
+
+
+def call_counts(build: Callable[[], object]) -> dict[tuple[str, int, str], int]:
+    """How many times `build()` calls each function (file, line, name), caches cleared
+    before it so that nothing an earlier build did is reused."""
+    jax.clear_caches()
+    gc.collect()
+    gc.disable()  # a collection's callbacks run when allocations say, not the program
+    profile = cProfile.Profile()
+    try:
+        profile.enable()
+        build()
+        profile.disable()
+    finally:
+        gc.enable()
+    stats = pstats.Stats(profile).stats  # pyright: ignore[reportAttributeAccessIssue]
+    return {function: entry[1] for function, entry in stats.items()}
+
+
+PACKAGE = pathlib.Path(pmapc.__file__).resolve().parents[1]  # the checkout: pmapc/, passes/, ...
+
+
+def is_pmapc_code(file: str) -> bool:
+    """Whether `file` is pmapc's own (JAX's tracing, which both systems run, is not;
+    nor a generated function, such as a dataclass's `__init__`, whose names collide)."""
+    path = pathlib.Path(file)
+    return path.is_absolute() and PACKAGE in path.parents and ".venv" not in path.parts
+
+
+def faster_than_linear(
+    small: Callable[[], object], large: Callable[[], object], growth: float
+) -> list[str]:
+    """The functions whose calls grow more than `growth` (times SLACK) from `small()`
+    to `large()`, each with its two counts; `small()` runs first once (first uses)."""
+    small()
+    before, after = call_counts(small), call_counts(large)
+    found = []
+    for function, count in after.items():
+        if count < MIN_CALLS or not is_pmapc_code(function[0]):
+            continue
+        ratio = count / max(before.get(function, 0), 1)
+        if ratio > growth * SLACK:
+            file, line, name = function
+            found.append(f"{name} ({file}:{line}): {before.get(function, 0)} -> {count} calls")
+    return sorted(found)
+
+
+def nest(body: Callable) -> Callable:
+    return pmapc.pmap(pmapc.pmap(body, axis_name="model"), axis_name="data")
+
+
+def blocks(count: int, *shape: int) -> list[np.ndarray]:
+    return [np.full((2, 4, *shape), index, np.float32) for index in range(count)]
+
+
+def lower_arguments(count: int) -> Callable[[], object]:
+    """`count` mapped arguments and results, each its own psum."""
+
+    def body(*ys):
+        return tuple(lax.psum(y * y, "model") for y in ys)
+
+    args = blocks(count, 3)
+    return lambda: pmapc.lower(nest(body), *args)
+
+
+def test_arguments_and_results():
+    assert faster_than_linear(lower_arguments(60), lower_arguments(240), 4) == []
+
+
+def jit_constants(count: int) -> Callable[[], object]:
+    """A chain of `count` psums scaled by float literals, lowered inside `jax.jit`,
+    where the literals become the shared program's arguments (lowering/structure.py)."""
+
+    def body(x):
+        for index in range(count):
+            axis = "data" if index % 2 else "model"
+            x = lax.psum(x * (1.0 + index / 1000), axis) + index / 7
+        return x
+
+    x = blocks(1, 3)[0]
+    return lambda: jax.jit(nest(body)).lower(x)
+
+
+def test_float_constants_hoisted_into_arguments():
+    assert faster_than_linear(jit_constants(40), jit_constants(160), 4) == []
+
+
+def jit_training_step(layers: int) -> Callable[[], object]:
+    """A `layers`-deep MLP's SGD step: a psum over 'model' in the loss, a pmean over
+    'data' of every gradient."""
+
+    def step(params, x):
+        def loss(params):
+            hidden = x
+            for layer in params:
+                hidden = jnp.tanh(hidden @ layer["w"] + layer["b"])
+            return jnp.sum(lax.psum(hidden, "model") ** 2)
+
+        grads = lax.pmean(jax.grad(loss)(params), "data")
+        return jax.tree.map(lambda p, g: p - 0.01 * g, params, grads)
+
+    params = [{"w": w, "b": b} for w, b in zip(blocks(layers, 4, 4), blocks(layers, 4))]
+    x = blocks(1, 2, 4)[0]
+    return lambda: jax.jit(nest(step)).lower(params, x)
+
+
+def test_training_step_layers():
+    assert faster_than_linear(jit_training_step(10), jit_training_step(40), 4) == []
+
+
+def deep_nest(depth: int) -> Callable[[], object]:
+    """A nest of `depth` maps on 8 devices (three axes of 2, the rest of size 1), a psum
+    over each axis and one over all, its groups named by mesh axes. The outermost map
+    maps the operand; the others pass it on whole (`in_axes=None`), so the program
+    grows with the depth only, not the operand's rank."""
+    names = tuple(f"a{level}" for level in range(depth))
+    sizes = tuple(2 if level < 3 else 1 for level in range(depth))
+
+    def body(v):
+        for name in names:
+            v = lax.psum(v, name)
+        return lax.psum(v, names)
+
+    function = body
+    for name, size in reversed(list(zip(names, sizes))[1:]):
+        function = pmapc.pmap(function, axis_name=name, in_axes=None, out_axes=None, axis_size=size)
+    function = pmapc.pmap(function, axis_name=names[0])
+    x = np.ones((sizes[0], 3), np.float32)
+    return lambda: pmapc.lower(function, x).plan()
+
+
+def test_nesting_depth():
+    assert faster_than_linear(deep_nest(4), deep_nest(8), 2) == []
+
+
+class Enumerated:
+    """Counts the device ids `replica_groups_for` lists, wherever it is called from."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.ids = 0
+        original = mesh_math.replica_groups_for
+
+        def counted(*args, **kwargs):
+            groups = original(*args, **kwargs)
+            self.ids += groups.size
+            return groups
+
+        for module in (mesh_math, plan_module):
+            if hasattr(module, "replica_groups_for"):
+                monkeypatch.setattr(module, "replica_groups_for", counted)
+
+
+def mesh_program(rows: int, columns: int) -> Callable[[], object]:
+    def inner(v):
+        total = lax.psum(v, "model") + lax.pmean(v, "data")
+        return lax.all_gather(total, ("data", "model")).sum(0) + lax.axis_index("model")
+
+    function = partial(pmapc.pmap, axis_name="data")(partial(pmapc.pmap, axis_name="model")(inner))
+    x = jax.ShapeDtypeStruct((rows, columns, 4), jnp.float32)
+    return lambda: pmapc.lower(function, x).plan().table()
+
+
+def test_mesh_positions_are_never_listed(monkeypatch):
+    """Groups over mesh axes are described by their axes: no pass and no plan lists the
+    devices of a 1,048,576 x 4 mesh (nor of a small one), and the work is the same."""
+    enumerated = Enumerated(monkeypatch)
+    assert faster_than_linear(mesh_program(2, 4), mesh_program(1 << 20, 4), 1) == []
+    assert enumerated.ids == 0
+
+
+def test_permutations_list_their_pairs_once(monkeypatch):
+    """A ppermute's pairs are what the IR writes: listed once, linear in the positions."""
+    enumerated = Enumerated(monkeypatch)
+
+    def inner(v):
+        return lax.ppermute(v, "model", [(0, 1), (1, 0)])
+
+    function = pmapc.pmap(pmapc.pmap(inner, axis_name="model"), axis_name="data")
+    x = jax.ShapeDtypeStruct((4096, 2, 4), jnp.float32)
+    table = pmapc.lower(function, x).plan().table()
+    assert "8192 pairs" in table
+    assert enumerated.ids == 8192
