@@ -17,9 +17,13 @@ row-major over it. Every map is inlined where it stands:
 
 At the entry the slices and gathers of `@main`'s own maps become per-device
 arguments and results: an argument used only as mapped operand #k of maps with
-one `in_axes` entry is passed split, a result returned straight from a map is
-returned split, and `pmapc.split` records how (docs/ir.md). The module gets
-`pmapc.mesh`. Collectives stay named; lower-collectives lowers them.
+one `in_axes` entry is passed split, and so on down the levels for as long as
+each body passes it straight on to inner maps that all map it alike; a result
+returned straight from a map (whose body returns straight from an inner one,
+and so on) is returned split over those levels; `pmapc.split` records how
+(docs/ir.md). No slice and no gather is built for them (sink-slices and
+sink-gathers find the rest). The module gets `pmapc.mesh`. Collectives stay
+named; lower-collectives lowers them.
 """
 
 from __future__ import annotations
@@ -97,10 +101,17 @@ class _Flattener:
         self.remaining = collections.Counter(self.calls.counts)  # inlinings still to come
         self.worklist: collections.deque[tuple[Entry, Chain]] = collections.deque()
         # Entry arguments (by position: inlining may give @main a new entry block)
-        # and results passed split: (dimension, mesh axes).
-        self.split_args: dict[int, tuple[int, tuple[str, ...]]] = {}
-        self.result_splits: dict[int, tuple[int, tuple[str, ...]]] = {}
-        self.split_entries: set[tuple[str, int]] = set()  # ir.entry_argument of each split one
+        # and results passed split: (dimension, mesh axes) of each map level.
+        self.split_args: dict[int, list[Level]] = {}
+        self.result_splits: dict[int, list[Level]] = {}
+        # The levels still to come of each value that arrives split (an entry
+        # argument, by position, and each block of one a map passed into its body),
+        # as (its dimension, mesh axes), outermost first.
+        self.arriving: dict[int, list[Level]] = {}
+        self.arrived: dict[ir.Value, list[Level]] = {}
+        # The results of maps still to inline that @main returns (a placeholder in
+        # its return until then): (return position, the levels outside the map).
+        self.pending: dict[ir.Value, list[tuple[int, list[Level]]]] = {}
         # (target, backend_config, scope) -> the config naming mesh axes (None: the
         # collective's axis names are already its mesh axes).
         self.resolved: dict[tuple, ir.Attribute | None] = {}
@@ -226,8 +237,12 @@ class _Flattener:
         """The device's own slice of a mapped operand (or the operand, if unmapped)."""
         if in_axis is None:
             return operand
-        if self.is_split_argument(operand):
-            return hlo.drop_dim(b, operand, in_axis)
+        levels = self.levels_arriving(operand)
+        if levels and levels[0] == (in_axis, axes):  # its block arrived split
+            block = hlo.drop_dim(b, operand, in_axis)
+            if len(levels) > 1:  # each level's dimension counts its own block's
+                self.arrived[block] = levels[1:]
+            return block
         shape = list(ir.shape_of(operand.type))
         index_type = ir.tensor_type([], ir.i32_type())
         index = dialect.create_collective(
@@ -244,6 +259,9 @@ class _Flattener:
         self, b: Builder, result, value, out_axis, axes, *, at_entry: bool
     ) -> None:
         """Give the map result's users the stacked value: an all_gather over `axes`."""
+        stacked = [] if out_axis is None else [(out_axis, axes)]
+        for index, outside in self.pending.pop(result, ()):  # @main returns it
+            self.return_block(b, index, value, [*outside, *stacked])
         if out_axis is None:
             self.rewriter.replace_all_uses(result, value)
             return
@@ -264,44 +282,75 @@ class _Flattener:
     # -- the entry -----------------------------------------------------------
 
     def split_entry_arguments(self) -> None:
-        """Pass @main arguments used only as mapped map operands as per-device blocks."""
+        """Pass @main arguments used only as mapped map operands as per-device blocks,
+        split over every level of maps that passes them on whole to inner maps."""
         for index, arg in enumerate(ir.function_entry_block(self.main).arguments):
-            split = self.common_split(arg)
-            if split is None:
+            levels = self.argument_levels(arg, (), frozenset())
+            if not levels:
                 continue
             shape = list(ir.shape_of(arg.type))
-            shape[split[0]] = 1
+            dims = list(range(len(shape)))
+            self.split_args[index] = []
+            for in_axis, axes in levels:  # a level's dimension counts the block's
+                dim = dims.pop(in_axis)
+                shape[dim] = 1
+                self.split_args[index].append((dim, axes))
             ir.set_value_type(arg, ir.tensor_type(shape, ir.element_type_of(arg.type)))
-            self.split_args[index] = split
-        self.split_entries = {("main", index) for index in self.split_args}
+            self.arriving[index] = levels
 
-    def is_split_argument(self, value: ir.Value) -> bool:
-        """Whether `value` is an @main argument passed split."""
-        if not self.split_args:
-            return False
-        return ir.entry_argument(value) in self.split_entries
-
-    def common_split(self, arg: ir.Value) -> tuple[int, tuple[str, ...]] | None:
-        """(dimension, mesh axes) if every use of `arg` is a mapped operand of
-        outermost maps that split it the same way."""
-        splits = set()
-        for owner, index in ir.uses_of(arg):
+    def argument_levels(self, value: ir.Value, scope: Chain, open_calls: frozenset) -> list[Level]:
+        """(dimension, mesh axes) of each level of maps `value` can arrive split over,
+        outermost first: every use of it maps it, over one dimension and mesh axes,
+        and so on into their bodies as far as all of them agree."""
+        first, deeper = None, None
+        for owner, index in ir.uses_of(value):
             if not self.views.is_map(owner):
-                return None
+                return []
             view = self.views.map(owner)
-            axes = self.mesh_axes(((view.axis_name, view.axis_size),))
-            splits.add((view.in_axes[index], axes))
-        if len(splits) != 1 or next(iter(splits))[0] is None:
-            return None
-        return splits.pop()
+            chain = (*scope, (view.axis_name, view.axis_size))
+            level = (view.in_axes[index], self.mesh_axes(chain))
+            if level[0] is None or first not in (None, level) or view.callee in open_calls:
+                return []
+            first = level
+            callee = self.functions.get(view.callee)
+            inner = []
+            if callee is not None:
+                body_arg = ir.function_entry_block(callee).arguments[index]
+                inner = self.argument_levels(body_arg, chain, open_calls | {view.callee})
+            deeper = inner if deeper is None else _common_prefix(deeper, inner)
+        return [first, *(deeper or [])] if first is not None else []
+
+    def levels_arriving(self, value: ir.Value) -> list[Level] | None:
+        """The levels `value` arrives split over, if it is such a block."""
+        entry = ir.entry_argument(value)
+        if entry is not None and entry[0] == "main":
+            return self.arriving.get(entry[1])
+        return self.arrived.get(value)
 
     def return_split(self, b: Builder, result, value, out_axis, axes) -> None:
         """Return the device's block of `result` wherever @main returns it."""
         for owner, index in ir.uses_of(result):
             if owner.name != "func.return" or owner.parent != self.main:
                 continue
-            self.rewriter.set_operand(owner, index, hlo.insert_unit_dim(b, value, out_axis))
-            self.result_splits[index] = (out_axis, axes)
+            self.return_block(b, index, value, [(out_axis, axes)])
+
+    def return_block(self, b: Builder, index: int, value, levels: list[Level]) -> None:
+        """Return `value` at @main's return position `index` as the device's block of a
+        result stacked over `levels` (outermost first); when `value` is itself the
+        result of a map still to inline, that map's block, once it is inlined."""
+        returned = ir.terminator(ir.function_entry_block(self.main))
+        owner = ir.value_owner_op(value)
+        if owner is not None and self.views.is_map(owner):
+            self.rewriter.set_operand(returned, index, value)  # until that map is inlined
+            self.pending.setdefault(value, []).append((index, levels))
+            return
+        shape, dims = list(ir.shape_of(value.type)), []
+        for out_axis, axes in reversed(levels):  # innermost first: each stacks the last
+            dims = [(dim + (dim >= out_axis), at) for dim, at in dims]
+            dims.append((out_axis, axes))
+            shape.insert(out_axis, 1)
+        self.rewriter.set_operand(returned, index, hlo.reshape(b, value, shape))
+        self.result_splits[index] = dims
 
     def finish_entry(self) -> None:
         """Update @main's type to its per-device arguments and results, with their splits."""
@@ -322,10 +371,9 @@ class _Flattener:
         ir.set_arg_attr_column(self.main, "res", dialect.SPLIT_ATTR, result_splits)
 
     @staticmethod
-    def split_of(type_, split: tuple[int, tuple[str, ...]] | None) -> ir.Attribute:
+    def split_of(type_, levels: list[Level] | None) -> ir.Attribute:
         dims: list[list[str]] = [[] for _ in ir.shape_of(type_)]
-        if split is not None:
-            dim, axes = split
+        for dim, axes in levels or ():
             dims[dim] = list(axes)
         return dialect.split_attr(dims)
 
@@ -345,3 +393,15 @@ class _Flattener:
         for name, function in self.functions.items():
             if name not in reachable:
                 self.rewriter.erase(function)
+
+
+Level = tuple[int, tuple[str, ...]]  # a dimension and the mesh axes a map level splits it over
+
+
+def _common_prefix(first: list[Level], second: list[Level]) -> list[Level]:
+    common = []
+    for a, b in zip(first, second):
+        if a != b:
+            break
+        common.append(a)
+    return common

@@ -46,9 +46,24 @@ def check_against_oracle(outer_body, inner_body, x, **inner_kw):
 X = np.arange(2 * 4 * 8, dtype=np.float32).reshape(2, 4, 8) / 7
 
 
+def test_flatten_maps_splits_the_entry_over_every_level():
+    """An argument each level maps straight into the next arrives split over both
+    levels, and a result each returns straight leaves so: nothing for sink-slices and
+    sink-gathers to do."""
+    lowered = check_against_oracle(lambda inner, x: inner(x), lambda y: y * 2 + 1, X)
+    split = 'tensor<1x1x8xf32> {pmapc.split = [["data"], ["model"], []]}'
+    assert split in lowered.as_text("flatten-maps")
+    assert "dynamic_slice" not in lowered.as_text("flatten-maps")
+    assert "all_gather" not in lowered.as_text("flatten-maps")
+    assert not stage_changed(lowered, "fold-gather-slice", "sink-slices")
+    assert not stage_changed(lowered, "sink-slices", "sink-gathers")
+
+
 def test_sink_slices_sends_each_device_its_block():
+    """Through a `jax.jit` call the inner map's operand is no entry argument to
+    flatten-maps: it slices it, and sink-slices splits the argument."""
     lowered = check_against_oracle(
-        lambda inner, x: inner(x) * 2, lambda y: jax.lax.psum(y, "model"), X
+        lambda inner, x: jax.jit(inner)(x) * 2, lambda y: jax.lax.psum(y, "model"), X
     )
     assert stage_changed(lowered, "fold-gather-slice", "sink-slices")
     assert 'tensor<1x1x8xf32> {pmapc.split = [["data"], ["model"], []]}' in lowered.as_text()
@@ -57,7 +72,7 @@ def test_sink_slices_sends_each_device_its_block():
 
 def test_sink_gathers_returns_blocks_without_all_gather():
     lowered = check_against_oracle(
-        lambda inner, x: inner(x), lambda y: jax.lax.psum(y, "data") + 1, X
+        lambda inner, x: jax.jit(inner)(x), lambda y: jax.lax.psum(y, "data") + 1, X
     )
     assert stage_changed(lowered, "sink-slices", "sink-gathers")
     final = lowered.as_text()

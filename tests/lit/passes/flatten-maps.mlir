@@ -90,16 +90,29 @@ module @entry_argument_not_only_mapped_stays_whole {
 
 // -----
 
-// An inner map's mapped operand becomes the device's own row:
-// axis_index over the inner axis, dynamic_slice, reshape.
+// An inner map's mapped operand becomes the device's own row: axis_index over
+// the inner axis, dynamic_slice, reshape (NOSPLIT). An entry argument that each
+// level passes on whole to the next arrives split over every level, and a result
+// each level returns straight from the next leaves split over every level: no
+// slice and no gather.
 // CHECK-LABEL: module @inner_mapped_operand_sliced_by_axis_index
 // CHECK-SAME: pmapc.mesh = {axis_names = ["data", "model"], axis_sizes = array<i64: 2, 4>}
-// CHECK: %[[ROWS:.*]] = stablehlo.reshape %{{.*}} : (tensor<1x4x3xf32>) -> tensor<4x3xf32>
-// CHECK: %[[IDX:.*]] = stablehlo.custom_call @pmapc.axis_index() {{.*}}axes = ["model"]{{.*}} : () -> tensor<i32>
-// CHECK: %[[ZERO:.*]] = stablehlo.constant dense<0> : tensor<i32>
-// CHECK: %[[ROW:.*]] = stablehlo.dynamic_slice %[[ROWS]], %[[IDX]], %[[ZERO]], sizes = [1, 3]
-// CHECK: %[[X:.*]] = stablehlo.reshape %[[ROW]] : (tensor<1x3xf32>) -> tensor<3xf32>
-// CHECK: stablehlo.negate %[[X]]
+// CHECK: func.func public @main(%[[ARG:.*]]: tensor<1x1x3xf32>
+// CHECK-SAME{LITERAL}: {pmapc.split = [["data"], ["model"], []]}) -> (tensor<1x1x3xf32> {pmapc.split = [["data"], ["model"], []]})
+// CHECK: %[[ROWS:.*]] = stablehlo.reshape %[[ARG]] : (tensor<1x1x3xf32>) -> tensor<1x3xf32>
+// CHECK: %[[X:.*]] = stablehlo.reshape %[[ROWS]] : (tensor<1x3xf32>) -> tensor<3xf32>
+// CHECK: %[[Y:.*]] = stablehlo.negate %[[X]]
+// CHECK-NOT: @pmapc.all_gather
+// CHECK: %[[BLOCK:.*]] = stablehlo.reshape %[[Y]] : (tensor<3xf32>) -> tensor<1x1x3xf32>
+// CHECK: return %[[BLOCK]]
+
+// NOSPLIT-LABEL: module @inner_mapped_operand_sliced_by_axis_index
+// NOSPLIT: %[[ROWS:.*]] = stablehlo.reshape %{{.*}} : (tensor<1x4x3xf32>) -> tensor<4x3xf32>
+// NOSPLIT: %[[IDX:.*]] = stablehlo.custom_call @pmapc.axis_index() {{.*}}axes = ["model"]{{.*}} : () -> tensor<i32>
+// NOSPLIT: %[[ZERO:.*]] = stablehlo.constant dense<0> : tensor<i32>
+// NOSPLIT: %[[ROW:.*]] = stablehlo.dynamic_slice %[[ROWS]], %[[IDX]], %[[ZERO]], sizes = [1, 3]
+// NOSPLIT: %[[X:.*]] = stablehlo.reshape %[[ROW]] : (tensor<1x3xf32>) -> tensor<3xf32>
+// NOSPLIT: stablehlo.negate %[[X]]
 module @inner_mapped_operand_sliced_by_axis_index {
   func.func public @main(%arg0: tensor<2x4x3xf32>) -> tensor<2x4x3xf32> {
     %0 = stablehlo.custom_call @pmapc.map(%arg0) {called_computations = [@outer], api_version = 4 : i32, backend_config = {axis_name = "data", axis_size = 2 : i64, in_axes = [0], out_axes = [0]}} : (tensor<2x4x3xf32>) -> tensor<2x4x3xf32>
@@ -120,7 +133,7 @@ module @inner_mapped_operand_sliced_by_axis_index {
 
 // A unit operand is replicated over the axis: the body uses it as it is.
 // CHECK-LABEL: module @unmapped_operand_passes_through
-// CHECK: func.func public @main(%{{.*}}: tensor<1x4x3xf32> {{.*}}, %[[BIAS:.*]]: tensor<3xf32>
+// CHECK: func.func public @main(%{{.*}}: tensor<1x1x3xf32> {{.*}}, %[[BIAS:.*]]: tensor<3xf32>
 // CHECK-SAME{LITERAL}: {pmapc.split = [[]]}
 // CHECK-NOT: stablehlo.dynamic_slice %[[BIAS]]
 // CHECK: %[[X:.*]] = stablehlo.reshape %{{.*}} : (tensor<1x3xf32>) -> tensor<3xf32>
@@ -196,16 +209,23 @@ module @unmapped_result_is_the_device_value {
 
 // -----
 
-// in_axes = [1] slices a column; out_axes = [1] gathers along dimension 1.
+// in_axes = [1] slices a column; out_axes = [1] gathers along dimension 1
+// (NOSPLIT). At the entry the inner level splits the argument's and the result's
+// dimension 2: the inner map's dimension 1 of the outer block.
 // CHECK-LABEL: module @inner_nonzero_in_axes_and_out_axes
-// CHECK: %[[IDX:.*]] = stablehlo.custom_call @pmapc.axis_index() {{.*}}axes = ["model"]
-// CHECK: %[[ZERO:.*]] = stablehlo.constant dense<0> : tensor<i32>
-// CHECK: %[[COL:.*]] = stablehlo.dynamic_slice %{{.*}}, %[[ZERO]], %[[IDX]], sizes = [3, 1]
-// CHECK: %[[X:.*]] = stablehlo.reshape %[[COL]] : (tensor<3x1xf32>) -> tensor<3xf32>
-// CHECK: %[[Y:.*]] = stablehlo.negate %[[X]]
-// CHECK: stablehlo.custom_call @pmapc.all_gather(%[[Y]])
-// CHECK-SAME: all_gather_dimension = 1 : i64, axes = ["model"], tiled = false
-// CHECK-SAME: (tensor<3xf32>) -> tensor<3x4xf32>
+// CHECK: func.func public @main(%{{.*}}: tensor<1x3x1xf32>
+// CHECK-SAME{LITERAL}: {pmapc.split = [["data"], [], ["model"]]}) -> (tensor<1x3x1xf32> {pmapc.split = [["data"], [], ["model"]]})
+// CHECK-NOT: @pmapc.all_gather
+
+// NOSPLIT-LABEL: module @inner_nonzero_in_axes_and_out_axes
+// NOSPLIT: %[[IDX:.*]] = stablehlo.custom_call @pmapc.axis_index() {{.*}}axes = ["model"]
+// NOSPLIT: %[[ZERO:.*]] = stablehlo.constant dense<0> : tensor<i32>
+// NOSPLIT: %[[COL:.*]] = stablehlo.dynamic_slice %{{.*}}, %[[ZERO]], %[[IDX]], sizes = [3, 1]
+// NOSPLIT: %[[X:.*]] = stablehlo.reshape %[[COL]] : (tensor<3x1xf32>) -> tensor<3xf32>
+// NOSPLIT: %[[Y:.*]] = stablehlo.negate %[[X]]
+// NOSPLIT: stablehlo.custom_call @pmapc.all_gather(%[[Y]])
+// NOSPLIT-SAME: all_gather_dimension = 1 : i64, axes = ["model"], tiled = false
+// NOSPLIT-SAME: (tensor<3xf32>) -> tensor<3x4xf32>
 module @inner_nonzero_in_axes_and_out_axes {
   func.func public @main(%arg0: tensor<2x3x4xf32>) -> tensor<2x3x4xf32> {
     %0 = stablehlo.custom_call @pmapc.map(%arg0) {called_computations = [@outer], api_version = 4 : i32, backend_config = {axis_name = "data", axis_size = 2 : i64, in_axes = [0], out_axes = [0]}} : (tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
@@ -225,18 +245,28 @@ module @inner_nonzero_in_axes_and_out_axes {
 // -----
 
 // Three levels give a three-axis mesh, outermost first; collectives keep
-// their axis order; outputs are gathered innermost first.
+// their axis order; outputs are gathered innermost first (NOSPLIT). At the
+// entry, the argument arrives split over all three levels and the result leaves
+// so: each device holds one element.
 // CHECK-LABEL: module @three_level_nesting_2x2x2
 // CHECK-SAME: pmapc.mesh = {axis_names = ["x", "y", "z"], axis_sizes = array<i64: 2, 2, 2>}
-// CHECK: func.func public @main(%{{.*}}: tensor<1x2x2xf32>
-// CHECK-SAME{LITERAL}: {pmapc.split = [["x"], [], []]}
-// CHECK: %[[Y:.*]] = stablehlo.custom_call @pmapc.axis_index() {{.*}}axes = ["y"]
-// CHECK: stablehlo.dynamic_slice %{{.*}}, %[[Y]], %{{.*}}, sizes = [1, 2]
-// CHECK: %[[Z:.*]] = stablehlo.custom_call @pmapc.axis_index() {{.*}}axes = ["z"]
-// CHECK: stablehlo.dynamic_slice %{{.*}}, %[[Z]], sizes = [1]
+// CHECK: func.func public @main(%{{.*}}: tensor<1x1x1xf32>
+// CHECK-SAME{LITERAL}: {pmapc.split = [["x"], ["y"], ["z"]]}) -> (tensor<1x1x1xf32> {pmapc.split = [["x"], ["y"], ["z"]]})
+// CHECK-NOT: @pmapc.axis_index
 // CHECK: %[[SUM:.*]] = stablehlo.custom_call @pmapc.psum(%{{.*}}) {{.*}}axes = ["z", "x"]
-// CHECK: %[[ROW:.*]] = stablehlo.custom_call @pmapc.all_gather(%[[SUM]]) {{.*}}axes = ["z"]{{.*}} -> tensor<2xf32>
-// CHECK: stablehlo.custom_call @pmapc.all_gather(%[[ROW]]) {{.*}}axes = ["y"]{{.*}} -> tensor<2x2xf32>
+// CHECK-NOT: @pmapc.all_gather
+// CHECK: %[[BLOCK:.*]] = stablehlo.reshape %[[SUM]] : (tensor<f32>) -> tensor<1x1x1xf32>
+// CHECK: return %[[BLOCK]]
+
+// NOSPLIT-LABEL: module @three_level_nesting_2x2x2
+// NOSPLIT: %[[X:.*]] = stablehlo.custom_call @pmapc.axis_index() {{.*}}axes = ["x"]
+// NOSPLIT: %[[Y:.*]] = stablehlo.custom_call @pmapc.axis_index() {{.*}}axes = ["y"]
+// NOSPLIT: stablehlo.dynamic_slice %{{.*}}, %[[Y]], %{{.*}}, sizes = [1, 2]
+// NOSPLIT: %[[Z:.*]] = stablehlo.custom_call @pmapc.axis_index() {{.*}}axes = ["z"]
+// NOSPLIT: stablehlo.dynamic_slice %{{.*}}, %[[Z]], sizes = [1]
+// NOSPLIT: %[[SUM:.*]] = stablehlo.custom_call @pmapc.psum(%{{.*}}) {{.*}}axes = ["z", "x"]
+// NOSPLIT: %[[ROW:.*]] = stablehlo.custom_call @pmapc.all_gather(%[[SUM]]) {{.*}}axes = ["z"]{{.*}} -> tensor<2xf32>
+// NOSPLIT: stablehlo.custom_call @pmapc.all_gather(%[[ROW]]) {{.*}}axes = ["y"]{{.*}} -> tensor<2x2xf32>
 module @three_level_nesting_2x2x2 {
   func.func public @main(%arg0: tensor<2x2x2xf32>) -> tensor<2x2x2xf32> {
     %0 = stablehlo.custom_call @pmapc.map(%arg0) {called_computations = [@level1], api_version = 4 : i32, backend_config = {axis_name = "x", axis_size = 2 : i64, in_axes = [0], out_axes = [0]}} : (tensor<2x2x2xf32>) -> tensor<2x2x2xf32>
@@ -263,10 +293,12 @@ module @three_level_nesting_2x2x2 {
 // collectives of each body are renamed to the axis they meant.
 // CHECK-LABEL: module @shadowed_axis_name_renamed
 // CHECK-SAME: pmapc.mesh = {axis_names = ["i", "i_1"], axis_sizes = array<i64: 2, 4>}
-// CHECK: @pmapc.axis_index() {{.*}}axes = ["i_1"]
 // CHECK: %[[SUM:.*]] = stablehlo.custom_call @pmapc.psum(%{{.*}}) {{.*}}axes = ["i_1"]
 // CHECK: %[[STACK:.*]] = stablehlo.custom_call @pmapc.all_gather(%[[SUM]]) {{.*}}axes = ["i_1"]
 // CHECK: stablehlo.custom_call @pmapc.pmax(%[[STACK]]) {{.*}}axes = ["i"]}
+
+// NOSPLIT-LABEL: module @shadowed_axis_name_renamed
+// NOSPLIT: @pmapc.axis_index() {{.*}}axes = ["i_1"]
 module @shadowed_axis_name_renamed {
   func.func public @main(%arg0: tensor<2x4xf32>) -> tensor<2x4xf32> {
     %0 = stablehlo.custom_call @pmapc.map(%arg0) {called_computations = [@outer], api_version = 4 : i32, backend_config = {axis_name = "i", axis_size = 2 : i64, in_axes = [0], out_axes = [0]}} : (tensor<2x4xf32>) -> tensor<2x4xf32>
@@ -422,17 +454,24 @@ module @sibling_maps_share_one_mesh_axis {
 // axis runs 'b's work twice. Collectives over a map's axis act over its axes.
 // CHECK-LABEL: module @sibling_maps_of_different_sizes
 // CHECK-SAME: pmapc.mesh = {axis_names = ["data", "b", "a"], axis_sizes = array<i64: 2, 2, 2>}
-// CHECK: func.func public @main(%[[X:.*]]: tensor<1x4xf32>
-// CHECK-SAME{LITERAL}: {pmapc.split = [["data"], []]}
-// CHECK-SAME: %[[Y:.*]]: tensor<1x2xf32>
-// CHECK: %[[IA:.*]] = stablehlo.custom_call @pmapc.axis_index() {{.*}}axes = ["b", "a"]
-// CHECK: stablehlo.dynamic_slice {{.*}}, %[[IA]], sizes = [1]
+// At the entry each argument arrives split over its map's axes (replicated
+// along 'a' for 'b'), and each result leaves so.
+// CHECK: func.func public @main(
+// CHECK-SAME{LITERAL}: %arg0: tensor<1x1xf32> {pmapc.split = [["data"], ["b", "a"]]}
+// CHECK-SAME{LITERAL}: %arg1: tensor<1x1xf32> {pmapc.split = [["data"], ["b"]]}
 // CHECK: @pmapc.psum({{.*}}axes = ["data", "b", "a"]
-// CHECK: @pmapc.all_gather({{.*}}axes = ["b", "a"]{{.*}} -> tensor<4xf32>
-// CHECK: %[[IB:.*]] = stablehlo.custom_call @pmapc.axis_index() {{.*}}axes = ["b"]
-// CHECK: stablehlo.dynamic_slice {{.*}}, %[[IB]], sizes = [1]
 // CHECK: @pmapc.psum({{.*}}axes = ["b"]
-// CHECK: @pmapc.all_gather({{.*}}axes = ["b"]{{.*}} -> tensor<2xf32>
+// CHECK-NOT: @pmapc.all_gather
+
+// NOSPLIT-LABEL: module @sibling_maps_of_different_sizes
+// NOSPLIT: %[[IA:.*]] = stablehlo.custom_call @pmapc.axis_index() {{.*}}axes = ["b", "a"]
+// NOSPLIT: stablehlo.dynamic_slice {{.*}}, %[[IA]], sizes = [1]
+// NOSPLIT: @pmapc.psum({{.*}}axes = ["data", "b", "a"]
+// NOSPLIT: @pmapc.all_gather({{.*}}axes = ["b", "a"]{{.*}} -> tensor<4xf32>
+// NOSPLIT: %[[IB:.*]] = stablehlo.custom_call @pmapc.axis_index() {{.*}}axes = ["b"]
+// NOSPLIT: stablehlo.dynamic_slice {{.*}}, %[[IB]], sizes = [1]
+// NOSPLIT: @pmapc.psum({{.*}}axes = ["b"]
+// NOSPLIT: @pmapc.all_gather({{.*}}axes = ["b"]{{.*}} -> tensor<2xf32>
 module @sibling_maps_of_different_sizes {
   func.func public @main(%arg0: tensor<2x4xf32>, %arg1: tensor<2x2xf32>) -> (tensor<2x4xf32>, tensor<2x2xf32>) {
     %0:2 = stablehlo.custom_call @pmapc.map(%arg0, %arg1) {called_computations = [@outer], api_version = 4 : i32, backend_config = {axis_name = "data", axis_size = 2 : i64, in_axes = [0, 0], out_axes = [0, 0]}} : (tensor<2x4xf32>, tensor<2x2xf32>) -> (tensor<2x4xf32>, tensor<2x2xf32>)

@@ -1,14 +1,14 @@
 // RUN: pmapc opt %s --pass-pipeline='builtin.module(flatten-maps,fold-gather-slice)' --split-input-file | FileCheck %s
 
 // Two inner maps over "model" in a row: the first one's output is gathered
-// and the second slices its own block back out. The pair cancels.
+// and the second slices its own block back out. The pair cancels. (The second
+// one's output leaves the program split: flatten-maps gathers nothing there.)
 // CHECK-LABEL: module @two_inner_maps_in_a_row
 // CHECK: %[[FIRST:.*]] = stablehlo.custom_call @pmapc.psum
 // CHECK-NOT: pmapc.all_gather
 // CHECK: %[[BLOCK:.*]] = stablehlo.reshape %[[FIRST]] : (tensor<8xf32>) -> tensor<1x8xf32>
 // CHECK: %[[OWN:.*]] = stablehlo.reshape %[[BLOCK]] : (tensor<1x8xf32>) -> tensor<8xf32>
 // CHECK: stablehlo.multiply %[[OWN]], %[[OWN]]
-// CHECK: pmapc.all_gather
 // CHECK-NOT: pmapc.all_gather
 module @two_inner_maps_in_a_row {
   func.func public @main(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {

@@ -57,7 +57,8 @@ module @nested_2x4_example {
 
 // -----
 
-// psum over ("z", "x") in a 2x2x2 nest: one group per 'y', 'z'-major.
+// psum over ("z", "x") in a 2x2x2 nest: one group per 'y', 'z'-major. The
+// result leaves split over all three levels: nothing is gathered.
 // CHECK-LABEL: module @three_levels_with_tuple_in_non_nesting_order
 // CHECK-SAME: pmapc.mesh = {axis_names = ["x", "y", "z"], axis_sizes = array<i64: 2, 2, 2>}
 // NAMED: sdy.mesh @mesh = <["x"=2, "y"=2, "z"=2]>
@@ -65,12 +66,7 @@ module @nested_2x4_example {
 // CHECK: "stablehlo.all_reduce"
 // NAMED-SAME: replica_groups = #stablehlo.replica_group_mesh_axes<mesh = @mesh, axes = [#stablehlo.axis_ref<name = "z">, #stablehlo.axis_ref<name = "x">]>
 // DENSE-SAME{LITERAL}: replica_groups = dense<[[0, 4, 1, 5], [2, 6, 3, 7]]>
-// CHECK: "stablehlo.all_gather"
-// NAMED-SAME: replica_groups = #stablehlo.replica_group_mesh_axes<mesh = @mesh, axes = [#stablehlo.axis_ref<name = "z">]>
-// DENSE-SAME{LITERAL}: replica_groups = dense<[[0, 1], [2, 3], [4, 5], [6, 7]]>
-// CHECK: "stablehlo.all_gather"
-// NAMED-SAME: replica_groups = #stablehlo.replica_group_mesh_axes<mesh = @mesh, axes = [#stablehlo.axis_ref<name = "y">]>
-// DENSE-SAME{LITERAL}: replica_groups = dense<[[0, 2], [1, 3], [4, 6], [5, 7]]>
+// CHECK-NOT: "stablehlo.all_gather"
 // CHECK-NOT: @pmapc.
 module @three_levels_with_tuple_in_non_nesting_order {
   func.func public @main(%arg0: tensor<2x2x2xf32>) -> tensor<2x2x2xf32> {
@@ -127,10 +123,10 @@ module @shadowed_axis_groups {
 
 // axis_index(("model", "data")) on 4x2 = model_index * 4 + data_index,
 // although 'data' is the outer map. The device's mesh position is its
-// partition id in partition form, its replica id in replica form.
+// partition id in partition form, its replica id in replica form. Each device
+// returns its own index (the result leaves split): no collective, no mesh op.
 // CHECK-LABEL: module @axis_index_over_tuple_4x2
-// NAMED-NEXT: sdy.mesh @mesh = <["data"=4, "model"=2]>
-// DENSE-NOT: sdy.mesh
+// CHECK-NOT: sdy.mesh
 // PARTITIONS: %[[RAW:.*]] = stablehlo.partition_id : tensor<ui32>
 // REPLICAS: %[[RAW:.*]] = stablehlo.replica_id : tensor<ui32>
 // CHECK: %[[ID:.*]] = stablehlo.convert %[[RAW]] : (tensor<ui32>) -> tensor<i32>
@@ -139,10 +135,9 @@ module @shadowed_axis_groups {
 // CHECK: %[[TWO:.*]] = stablehlo.constant dense<2> : tensor<i32>
 // CHECK: %[[DATA:.*]] = stablehlo.divide %[[ID]], %[[TWO]]
 // CHECK: %[[INDEX:.*]] = stablehlo.add %[[SCALED]], %[[DATA]]
-// CHECK: %[[ONE:.*]] = stablehlo.reshape %[[INDEX]] : (tensor<i32>) -> tensor<1xi32>
-// CHECK: "stablehlo.all_gather"(%[[ONE]])
-// NAMED-SAME: replica_groups = #stablehlo.replica_group_mesh_axes<mesh = @mesh, axes = [#stablehlo.axis_ref<name = "model">]>
-// DENSE-SAME{LITERAL}: replica_groups = dense<[[0, 1], [2, 3], [4, 5], [6, 7]]>
+// CHECK: %[[BLOCK:.*]] = stablehlo.reshape %[[INDEX]] : (tensor<i32>) -> tensor<1x1xi32>
+// CHECK-NOT: "stablehlo.all_gather"
+// CHECK: return %[[BLOCK]]
 // CHECK-NOT: @pmapc.
 module @axis_index_over_tuple_4x2 {
   func.func public @main(%arg0: tensor<4x2xf32>) -> tensor<4x2xi32> {
