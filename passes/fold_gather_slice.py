@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from pmapc import hlo, ir
+from pmapc import dialect, hlo, ir
 from pmapc.passes import patterns
 from pmapc.passes.base import Analyses, Analysis
 from pmapc.passes.op_index import index_of, op_index
@@ -28,14 +28,15 @@ class FoldGatherSlicePass:
 
     def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
         changed = False
+        views = dialect.Views()
         for op in index_of(module, analyses).ops("stablehlo.dynamic_slice"):
-            changed |= fold(op, rewriter)
+            changed |= fold(op, views, rewriter)
         return changed
 
 
-def fold(op: ir.Operation, rewriter: Rewriter) -> bool:
-    own = patterns.own_slice_of(op)
-    match = patterns.untiled_gather(op.operands[0])
+def fold(op: ir.Operation, views: dialect.Views, rewriter: Rewriter) -> bool:
+    own = patterns.own_slice_of(op, views)
+    match = patterns.untiled_gather(op.operands[0], views)
     if own is None or match is None or (match[1], match[2]) != own:
         return False
     gather = match[0]

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import numpy as np
-
 from pmapc import collectives, dialect, ir
 from pmapc.rewriter import Rewriter
 
@@ -21,12 +19,12 @@ def defining_op(value: ir.Value) -> ir.Operation | None:
     return op.operation if op is not None else None
 
 
-def axis_index_axes(value: ir.Value) -> tuple[str, ...] | None:
+def axis_index_axes(value: ir.Value, views: dialect.Views) -> tuple[str, ...] | None:
     """The axes of the `pmapc.axis_index` that defines `value`, else None."""
     op = defining_op(value)
-    if op is None or dialect.collective_of(op) is not collectives.AXIS_INDEX:
+    if op is None or views.collective_of(op) is not collectives.AXIS_INDEX:
         return None
-    return dialect.read_collective(op).axes
+    return views.collective(op).axes
 
 
 def is_zero(value: ir.Value) -> bool:
@@ -35,7 +33,7 @@ def is_zero(value: ir.Value) -> bool:
     if op is None or op.name != "stablehlo.constant":
         return False
     values = ir.as_dense_values(op.attributes["value"])
-    return values is not None and not np.any(np.array(values))
+    return values is not None and not any(values)
 
 
 def nonunit_dims(shape) -> list[int]:
@@ -68,7 +66,7 @@ def through_unit_reshapes(value: ir.Value) -> ir.Value:
         value = source
 
 
-def own_slice_of(op: ir.Operation) -> tuple[str, int] | None:
+def own_slice_of(op: ir.Operation, views: dialect.Views) -> tuple[str, int] | None:
     """(axis, dim) if `op` is a dynamic_slice taking the device's own index along one axis.
 
     That is: size 1 at `dim`, whose start is `axis_index` of `axis`; every other
@@ -84,7 +82,7 @@ def own_slice_of(op: ir.Operation) -> tuple[str, int] | None:
         return None
     found = None
     for dim, (start, size) in enumerate(zip(starts, sizes)):
-        axes = axis_index_axes(start)
+        axes = axis_index_axes(start, views)
         if axes is not None and len(axes) == 1 and size == 1 and found is None:
             found = (axes[0], dim)
         elif not (is_zero(start) and size == shape[dim]):
@@ -92,13 +90,13 @@ def own_slice_of(op: ir.Operation) -> tuple[str, int] | None:
     return found
 
 
-def untiled_gather(value: ir.Value) -> tuple[ir.Operation, str, int] | None:
+def untiled_gather(value: ir.Value, views: dialect.Views) -> tuple[ir.Operation, str, int] | None:
     """(op, axis, dim) if `value` is an untiled `pmapc.all_gather` of the whole axis
     (one axis, no `axis_index_groups`): the stack of every device's block along it."""
     op = defining_op(value)
-    if op is None or dialect.collective_of(op) is not collectives.ALL_GATHER:
+    if op is None or views.collective_of(op) is not collectives.ALL_GATHER:
         return None
-    view = dialect.read_collective(op)
+    view = views.collective(op)
     params = view.params
     if (
         not isinstance(params, collectives.AllGatherParams)

@@ -44,9 +44,12 @@ class SinkGathersPass:
         block = ir.function_entry_block(main)
         returned = ir.terminator(block)
         custom_calls = index_of(module, analyses).ops(dialect.CUSTOM_CALL, "main")
-        moved = push_gathers_down(custom_calls, rewriter)
+        views = dialect.Views()
+        moved = push_gathers_down(custom_calls, views, rewriter)
         splits = patterns.Splits.of(main, "res")
-        sunk = patterns.repeat_until_unchanged(lambda: sink_results(returned, splits, rewriter))
+        sunk = patterns.repeat_until_unchanged(
+            lambda: sink_results(returned, splits, views, rewriter)
+        )
         changed = moved or sunk
         if changed:
             ir.set_function_type(
@@ -56,20 +59,26 @@ class SinkGathersPass:
         return changed
 
 
-def sink_results(returned: ir.Operation, splits: patterns.Splits, rewriter: Rewriter) -> bool:
+def sink_results(
+    returned: ir.Operation, splits: patterns.Splits, views: dialect.Views, rewriter: Rewriter
+) -> bool:
     """Return split every gathered result that can be; whether any was."""
     changed = False
     for index in range(len(returned.operands)):
-        changed |= sink_result(returned, index, splits, rewriter)
+        changed |= sink_result(returned, index, splits, views, rewriter)
     return changed
 
 
 def sink_result(
-    returned: ir.Operation, index: int, splits: patterns.Splits, rewriter: Rewriter
+    returned: ir.Operation,
+    index: int,
+    splits: patterns.Splits,
+    views: dialect.Views,
+    rewriter: Rewriter,
 ) -> bool:
     value = returned.operands[index]
     gathered = patterns.through_unit_reshapes(value)
-    match = patterns.untiled_gather(gathered)
+    match = patterns.untiled_gather(gathered, views)
     if match is None:
         return False
     gather, axis, dim = match
@@ -87,19 +96,22 @@ def sink_result(
     return True
 
 
-def push_gathers_down(custom_calls: list[ir.Operation], rewriter: Rewriter) -> bool:
+def push_gathers_down(
+    custom_calls: list[ir.Operation], views: dialect.Views, rewriter: Rewriter
+) -> bool:
     """Move every untiled gather (of @main's `custom_calls`) below the elementwise ops
     and reductions it can pass."""
-    views = dialect.Views()
     pending = [op for op in custom_calls if views.collective_of(op) is collectives.ALL_GATHER]
     changed = False
     while pending:
         gather = pending.pop()
         users = ir.uses_of(gather.results[0])
-        if len(users) != 1 or patterns.untiled_gather(gather.results[0]) is None:
+        if len(users) != 1 or patterns.untiled_gather(gather.results[0], views) is None:
             continue
         user = users[0][0]
-        moved = push_below_elementwise(user, rewriter) or push_below_reduction(user, rewriter)
+        moved = push_below_elementwise(user, views, rewriter) or push_below_reduction(
+            user, views, rewriter
+        )
         if moved is not None:
             pending.append(moved)
             changed = True
@@ -117,14 +129,16 @@ ELEMENTWISE = {
 }
 
 
-def push_below_elementwise(op: ir.Operation, rewriter: Rewriter) -> ir.Operation | None:
+def push_below_elementwise(
+    op: ir.Operation, views: dialect.Views, rewriter: Rewriter
+) -> ir.Operation | None:
     """`f(all_gather(x), uniform...)` -> `all_gather(f(x, uniform...))`; the new gather."""
     if op.name not in ELEMENTWISE:
         return None
     gathers = [
         (i, found)
         for i, v in enumerate(op.operands)
-        if (found := patterns.untiled_gather(v)) is not None
+        if (found := patterns.untiled_gather(v, views)) is not None
     ]
     if len(gathers) != 1:
         return None
@@ -145,14 +159,16 @@ def push_below_elementwise(op: ir.Operation, rewriter: Rewriter) -> ir.Operation
     return regather(op, gather, local.result, axis, dim, rewriter)
 
 
-def push_below_reduction(op: ir.Operation, rewriter: Rewriter) -> ir.Operation | None:
+def push_below_reduction(
+    op: ir.Operation, views: dialect.Views, rewriter: Rewriter
+) -> ir.Operation | None:
     """`psum(all_gather(x, a), axes)` -> `all_gather(psum(x, axes), a)` when `a` is not
     in `axes` (likewise pmax and pmin); the new gather."""
-    collective = dialect.collective_of(op)
+    collective = views.collective_of(op)
     if collective is None or not collective.reduction or len(op.operands) != 1:
         return None
-    match = patterns.untiled_gather(op.operands[0])
-    view = dialect.read_collective(op)
+    match = patterns.untiled_gather(op.operands[0], views)
+    view = views.collective(op)
     if match is None or match[1] in view.axes or len(list(op.operands[0].uses)) != 1:
         return None
     gather, axis, dim = match

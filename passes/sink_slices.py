@@ -35,8 +35,9 @@ class SinkSlicesPass:
             return False
         main = ir.functions(module)["main"]
         splits = patterns.Splits.of(main, "arg")
+        views = dialect.Views()
         changed = patterns.repeat_until_unchanged(
-            lambda: sink_arguments(main, splits, mesh, rewriter)
+            lambda: sink_arguments(main, splits, mesh, views, rewriter)
         )
         if changed:
             block = ir.function_entry_block(main)
@@ -47,18 +48,25 @@ class SinkSlicesPass:
         return changed
 
 
-def sink_arguments(main, splits: patterns.Splits, mesh: Mesh, rewriter: Rewriter) -> bool:
+def sink_arguments(
+    main, splits: patterns.Splits, mesh: Mesh, views: dialect.Views, rewriter: Rewriter
+) -> bool:
     """Split every argument that can be over one more axis; whether any was."""
     changed = False
     for index, arg in enumerate(ir.function_entry_block(main).arguments):
-        changed |= sink_argument(index, arg, splits, mesh, rewriter)
+        changed |= sink_argument(index, arg, splits, mesh, views, rewriter)
     return changed
 
 
 def sink_argument(
-    index: int, arg: ir.Value, splits: patterns.Splits, mesh: Mesh, rewriter: Rewriter
+    index: int,
+    arg: ir.Value,
+    splits: patterns.Splits,
+    mesh: Mesh,
+    views: dialect.Views,
+    rewriter: Rewriter,
 ) -> bool:
-    slices = own_slices_through_views(arg)
+    slices = own_slices_through_views(arg, views)
     if not slices:
         return False
     targets = {
@@ -78,7 +86,9 @@ def sink_argument(
     return True
 
 
-def own_slices_through_views(arg: ir.Value) -> list[tuple[ir.Operation, str, int]] | None:
+def own_slices_through_views(
+    arg: ir.Value, views: dialect.Views
+) -> list[tuple[ir.Operation, str, int]] | None:
     """Every use of `arg` as (slice op, axis, dim), looking through unit reshapes.
 
     None when some use is anything else, or a slice dimension is a unit one.
@@ -93,7 +103,7 @@ def own_slices_through_views(arg: ir.Value) -> list[tuple[ir.Operation, str, int
             ):
                 pending.append(owner.results[0])
                 continue
-            own = patterns.own_slice_of(owner)
+            own = patterns.own_slice_of(owner, views)
             if own is None or ir.shape_of(value.type)[own[1]] == 1:
                 return None
             found.append((owner, *own))

@@ -11,6 +11,7 @@ fails later, far from its cause.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -65,7 +66,7 @@ def reshape(b: Builder, value: ir.Value, shape: Sequence[int]) -> ir.Value:
     if have == tuple(shape):
         return value
     _check(
-        int(np.prod(have)) == int(np.prod(shape)),
+        math.prod(have) == math.prod(shape),
         f"reshape of {value.type} to {list(shape)}: the element counts differ",
     )
     result_type = ir.tensor_type(shape, ir.element_type_of(value.type))
