@@ -1,11 +1,15 @@
 """The communication plan of a lowered program: which devices talk, and how much.
 
 Reads a module after `lower-collectives` (either target form): every
-StableHLO collective becomes one `Step` with its groups of mesh positions,
-the mesh axes those groups are (recovered by matching the groups of every
-ordered tuple of mesh axes; None for groups no tuple gives, such as
-`axis_index_groups`), how often one run of the program executes it (loops
-with a known trip count multiply), and its bytes per device.
+StableHLO collective becomes one `Step` with its groups of mesh positions as
+written (mesh axes, never listed device by device but for a picture; or
+device ids), the mesh axes those groups are (those named; of device ids, found
+from the strides of the first group and checked against the rest; None for
+groups no tuple gives, such as `axis_index_groups`; of a permute's pairs, the
+axes along which they differ), how often one run of the program executes it
+(loops with a known trip count multiply), and its bytes per device. All of it
+costs time in proportion to what the module writes, and the pictures to the
+devices they draw.
 
 Bytes follow the cost model of `benchmarks/hlo_stats.py` (S is the payload:
 the larger of the operands and the results, summed over a variadic op; n the

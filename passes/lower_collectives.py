@@ -2,7 +2,12 @@
 
 Needs the mesh that flatten-maps records. Each `@pmapc.<kind>` becomes its
 StableHLO collective with explicit `replica_groups` over the mesh (a tuple of
-axes groups over the product of those axes, ordered as the tuple names them):
+axes groups over the product of those axes, ordered as the tuple names them),
+written as those mesh axes (`#stablehlo.replica_group_mesh_axes` over an
+`sdy.mesh` op added once; their axes of size 1 left out, which change no
+group), or as device ids with the option `replica-groups=dense` and for groups
+split by index groups. Groups over axes are never listed device by device, so
+a collective costs the same on any mesh:
 
   psum, pmax, pmin -> all_reduce (add, maximum, minimum)
   all_gather       -> all_gather (untiled: a unit dimension gathered)
@@ -14,8 +19,9 @@ axes groups over the product of those axes, ordered as the tuple names them):
   axis_index       -> replica_id arithmetic, done once per function and axes
 
 With `axis_index_groups`, every group over the axes splits into one replica
-group per index group (`replica_groups_for`), and an index group's size is
-what all_gather, reduce_scatter and all_to_all exchange over.
+group per index group (`replica_groups_for`, device ids), and an index group's
+size is what all_gather, reduce_scatter and all_to_all exchange over. XLA's
+ragged-all-to-all custom call reads device ids only.
 
 One function per rule; `RULES`, at the end, names the rule of each kind
 (the records of pmapc/collectives.py).

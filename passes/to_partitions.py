@@ -17,7 +17,9 @@ option in op order, one per collective.
 
 Replica groups that are whole mesh axes (every collective's, but those split
 by `axis_index_groups`) are written as those axes, in their order, as JAX
-0.11+ writes a shard_map's:
+0.11+ writes a shard_map's (lower-collectives writes them so; groups given as
+device ids that are whole axes are named here, from their strides, in time of
+the ids written):
 
   replica_groups = #stablehlo.replica_group_mesh_axes<mesh = @mesh,
                        axes = [#stablehlo.axis_ref<name = "model">]>
