@@ -59,7 +59,7 @@ def is_pmapc_code(file: str) -> bool:
     """Whether `file` is pmapc's own (JAX's tracing, which both systems run, is not;
     nor a generated function, such as a dataclass's `__init__`, whose names collide)."""
     path = pathlib.Path(file)
-    return path.is_absolute() and PACKAGE in path.parents and ".venv" not in path.parts
+    return path.is_absolute() and PACKAGE in path.parents and "site-packages" not in path.parts
 
 
 def faster_than_linear(
