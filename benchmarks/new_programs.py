@@ -1,7 +1,7 @@
 """New programs, each called once: time and resident memory against `jax.jit(shard_map)`.
 
     .venv/bin/python benchmarks/new_programs.py [--count 300] [--rounds 3]
-        [--sizes tiny,W1,distinct] [--json OUT.json]
+        [--sizes tiny,W1,distinct,distinct-step,restart,restart-step] [--json OUT.json]
     .venv/bin/python benchmarks/new_programs.py --stages [--count 100]
 
 What a hyper-parameter sweep, a notebook or a test suite does: make a program,
@@ -14,6 +14,16 @@ its passes on the first of a structure only. Three sizes:
     distinct  tiny, its input 2x4xN for the N-th program: each program's structure
               is its own, so pmapc compiles every one (tiny and W1 programs share
               the structure of the first, lowering/structure.py)
+    distinct-step
+              W1's step on a batch of 4 + N rows a data shard for the N-th program
+              (256 -> 64 -> 32): a new structure each
+    restart, restart-step
+              distinct and distinct-step in a restarted process: a child first
+              makes and calls the same programs with JAX's persistent compilation
+              cache on (`jax_compilation_cache_dir`, every executable kept), then
+              the measured child, a new process, makes them again: JAX finds each
+              executable in the cache, pmapc each per-device program
+              (compiler/persistent.py)
 
 Each (size, system) runs in a child process of its own, so that its resident
 memory is its own: the child makes one program first (what every program
@@ -34,68 +44,49 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import functools
 import json
 import random
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 SYSTEMS = ("pmapc", "shard_map")
-SIZES = ("tiny", "W1", "distinct")
+SIZES = ("tiny", "W1", "distinct", "distinct-step", "restart", "restart-step")
+# Each restart size runs the programs of this one, first to fill the cache.
+RESTARTED = {"restart": "distinct", "restart-step": "distinct-step"}
 
 
-def child(size: str, system: str, count: int) -> dict:
-    """Make and call `1 + count` new programs of `size` with `system`; the figures."""
+def child(size: str, system: str, count: int, cache: str | None = None) -> dict:
+    """Make and call `1 + count` new programs of `size` with `system` (JAX's persistent
+    cache in directory `cache`, if given); the figures."""
     import pmapc
 
     pmapc.use_host_devices(8)
     import jax
-    import numpy as np
-    from jax.sharding import PartitionSpec as P
 
-    import workloads
-
-    if size in ("tiny", "distinct"):
-
-        def make(constant: float, index: int):
-            length = 3 if size == "tiny" else 1 + index
-            x = np.arange(2 * 4 * length, dtype=np.float32).reshape(2, 4, length)
-
-            def body(y):
-                return jax.lax.psum(y * constant, "model")
-
-            if system == "pmapc":
-                return workloads.nested(body), (x,)
-            specs = P("data", "model")
-            return workloads.shard_map_jit(body, workloads.mesh_of(2, 4), specs, specs), (x,)
-
-    else:
-        w1 = workloads.mlp(2, 4)
-
-        def make(constant: float, index: int):
-            def step(w1_block, w2_block, x, y):
-                loss, (g1, g2) = jax.value_and_grad(_mlp_loss, argnums=(0, 1))(
-                    w1_block, w2_block, x, y
-                )
-                g1, g2 = jax.lax.psum((g1, g2), "data")
-                return w1_block - constant * g1, w2_block - constant * g2, loss
-
-            if system == "pmapc":
-                return workloads.nested(step, inner_in_axes=(0, 0, None, None)), w1.pmapc_args
-            out_specs = (P(None, "model"), P("model", None), P())
-            mesh = workloads.mesh_of(2, 4)
-            return workloads.shard_map_jit(step, mesh, w1.shard_in_specs, out_specs), w1.shard_args
+    if cache is not None:
+        jax.config.update("jax_compilation_cache_dir", cache)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+    make = program_maker(RESTARTED.get(size, size), system)
 
     def new_program(index: int) -> None:
         function, args = make(0.001 * (index + 1), index)
         jax.block_until_ready(function(*args))
 
-    new_program(0)
+    if size in RESTARTED:  # first uses, by a program no earlier process made
+        warm, args = program_maker("distinct", system)(0.5, count + 50)
+        jax.block_until_ready(warm(*args))
+        first_index = 0
+    else:
+        new_program(0)
+        first_index = 1
     first = resident()
     start = time.perf_counter()
-    for index in range(1, count + 1):
+    for index in range(first_index, first_index + count):
         new_program(index)
     seconds = (time.perf_counter() - start) / count
     last = resident()
@@ -107,6 +98,73 @@ def child(size: str, system: str, count: int) -> dict:
         "rss_growth_mib": last["rss"] - first["rss"],
         "trimmed_growth_mib": last["trimmed"] - first["trimmed"],
     }
+
+
+def program_maker(size: str, system: str):
+    """make(constant, index) -> (the function, its arguments): the `index`-th program
+    of `size` for `system`."""
+    if size == "distinct-step":
+        return functools.partial(_distinct_step, system)
+    if size in ("tiny", "distinct"):
+        return functools.partial(_tiny, size, system)
+    return functools.partial(_w1_sweep, system)
+
+
+def _distinct_step(system: str, constant: float, index: int):
+    """W1's step on a batch of its own (a structure of its own); `constant` is unused."""
+    import workloads
+
+    step = workloads.mlp(2, 4, batch=4 + index, d_in=256, hidden=64, d_out=32)
+    if system == "pmapc":
+        return step.pmapc_fn, step.pmapc_args
+    return step.shard_fn, step.shard_args
+
+
+def _tiny(size: str, system: str, constant: float, index: int):
+    import jax
+    import numpy as np
+    from jax.sharding import PartitionSpec as P
+
+    import workloads
+
+    length = 3 if size == "tiny" else 1 + index
+    x = np.arange(2 * 4 * length, dtype=np.float32).reshape(2, 4, length)
+
+    def body(y):
+        return jax.lax.psum(y * constant, "model")
+
+    if system == "pmapc":
+        return workloads.nested(body), (x,)
+    specs = P("data", "model")
+    return workloads.shard_map_jit(body, workloads.mesh_of(2, 4), specs, specs), (x,)
+
+
+@functools.cache
+def _w1():
+    import workloads
+
+    return workloads.mlp(2, 4)
+
+
+def _w1_sweep(system: str, constant: float, index: int):
+    """W1's step with learning rate `constant`: one structure for every program."""
+    import jax
+    from jax.sharding import PartitionSpec as P
+
+    import workloads
+
+    w1 = _w1()
+
+    def step(w1_block, w2_block, x, y):
+        loss, (g1, g2) = jax.value_and_grad(_mlp_loss, argnums=(0, 1))(w1_block, w2_block, x, y)
+        g1, g2 = jax.lax.psum((g1, g2), "data")
+        return w1_block - constant * g1, w2_block - constant * g2, loss
+
+    if system == "pmapc":
+        return workloads.nested(step, inner_in_axes=(0, 0, None, None)), w1.pmapc_args
+    out_specs = (P(None, "model"), P("model", None), P())
+    mesh = workloads.mesh_of(2, 4)
+    return workloads.shard_map_jit(step, mesh, w1.shard_in_specs, out_specs), w1.shard_args
 
 
 def stages(count: int) -> dict[str, dict[str, float]]:
@@ -223,7 +281,19 @@ def _rss_mib() -> float:
 
 
 def run_child(size: str, system: str, count: int) -> dict:
+    """`child(size, system, count)` in a process of its own; a restart size's after a
+    process that fills a new persistent cache with the same programs."""
+    if size not in RESTARTED:
+        return _run(size, system, count)
+    with tempfile.TemporaryDirectory(prefix="pmapc-restart-") as cache:
+        _run(RESTARTED[size], system, count, cache)
+        return _run(size, system, count, cache)
+
+
+def _run(size: str, system: str, count: int, cache: str | None = None) -> dict:
     command = [sys.executable, __file__, "--child", size, system, "--count", str(count)]
+    if cache is not None:
+        command += ["--cache", cache]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"the {system} child for {size} failed:\n{done.stderr[-3000:]}")
@@ -235,16 +305,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=300, help="new programs per child")
     parser.add_argument("--rounds", type=int, default=3, help="children per (size, system)")
     parser.add_argument(
-        "--sizes", default=",".join(SIZES), help="some of tiny, W1, distinct (comma-separated)"
+        "--sizes", default=",".join(SIZES), help=f"some of {', '.join(SIZES)} (comma-separated)"
     )
     parser.add_argument("--json", type=Path, help="write every child's figures here")
     parser.add_argument(
         "--stages", action="store_true", help="time each stage of new tiny programs instead"
     )
     parser.add_argument("--child", nargs=2, metavar=("SIZE", "SYSTEM"), help=argparse.SUPPRESS)
+    parser.add_argument("--cache", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        print(json.dumps(child(*args.child, args.count)))
+        print(json.dumps(child(*args.child, args.count, args.cache)))
         return 0
     if args.stages:
         print(stage_table(stages(args.count), args.count))

@@ -31,6 +31,7 @@ import collections
 import dataclasses
 import functools
 import itertools
+import json
 import math
 import threading
 import time
@@ -40,7 +41,7 @@ import jax
 from jax.sharding import PartitionSpec
 
 from pmapc import dialect, ir
-from pmapc.compiler import driver, runtime
+from pmapc.compiler import driver, persistent, runtime
 from pmapc.errors import PmapcError
 from pmapc.lowering import jax_api, jax_lowering, placement, primitives, structure, trace
 from pmapc.lowering.locations import at_user_call_site
@@ -48,8 +49,6 @@ from pmapc.options import GroupForm, Target, ragged_form_for
 
 spmd_call_p = jax_api.Primitive("pmapc_spmd_call")
 spmd_call_p.multiple_results = True
-
-_programs = itertools.count()
 
 
 @jax_api.cache_weakly
@@ -66,6 +65,41 @@ class SpmdProgram:
     out_specs: tuple[PartitionSpec, ...]
     block_avals_out: tuple
     host_callbacks: tuple  # what its host-callback ops call, by index
+
+    def to_bytes(self) -> bytes:
+        """The program as a persistent cache entry (one without host callbacks): a
+        JSON header of its specs and block shapes, then its bytecode."""
+        assert not self.host_callbacks, "a program that calls back is not kept"
+        header = {
+            "in_specs": [list(spec) for spec in self.in_specs],
+            "out_specs": [list(spec) for spec in self.out_specs],
+            "block_avals_out": [
+                [list(aval.shape), str(aval.dtype), aval.weak_type] for aval in self.block_avals_out
+            ],
+        }
+        encoded = json.dumps(header).encode()
+        return len(encoded).to_bytes(4, "little") + encoded + self.bytecode
+
+    @classmethod
+    def from_bytes(cls, entry: bytes) -> SpmdProgram:
+        """A program `to_bytes` wrote."""
+        size = int.from_bytes(entry[:4], "little")
+        header = json.loads(entry[4 : 4 + size])
+        return cls(
+            bytecode=entry[4 + size :],
+            in_specs=tuple(_read_spec(spec) for spec in header["in_specs"]),
+            out_specs=tuple(_read_spec(spec) for spec in header["out_specs"]),
+            block_avals_out=tuple(
+                jax_api.ShapedArray(tuple(shape), jax.numpy.dtype(dtype), weak_type=weak)
+                for shape, dtype, weak in header["block_avals_out"]
+            ),
+            host_callbacks=(),
+        )
+
+
+def _read_spec(entries: list) -> PartitionSpec:
+    """A spec as `to_bytes` wrote it (a dimension: None, an axis, or a list of axes)."""
+    return PartitionSpec(*(tuple(e) if isinstance(e, list) else e for e in entries))
 
 
 class SharedPrograms:
@@ -163,13 +197,17 @@ def compile_map(ctx, mesh, params, avals_in) -> SpmdProgram:
 
     start = time.perf_counter()
     one_map_jaxpr = jax_api.trace_flat(one_map, list(avals_in), [], "pmapc's outermost map")
-    traced_ir = trace.map_ir(ctx, one_map_jaxpr, params["name"])
+    lowered = trace.lower_map(ctx, one_map_jaxpr, params["name"])
+    ragged = ragged_form_for(ctx.module_context.platforms)
+    kept = _kept_program(lowered, mesh, avals_in, avals_out, ctx, ragged)
+    if kept.program is not None:
+        return kept.program
     compilation = driver.compile_ir(
-        traced_ir,
+        trace.own_map(lowered, params["name"]),
         time.perf_counter() - start,
         target=Target.PARTITIONS,
         replica_groups=GroupForm.DENSE,
-        ragged=ragged_form_for(ctx.module_context.platforms),
+        ragged=ragged,
     )
     if compilation.mesh != placement.pmapc_mesh(mesh):
         raise PmapcError(
@@ -180,13 +218,48 @@ def compile_map(ctx, mesh, params, avals_in) -> SpmdProgram:
     block_avals = [
         _block_aval(aval, sig.split, compilation.mesh) for aval, sig in zip(avals_out, results)
     ]
-    return SpmdProgram(
+    program = SpmdProgram(
         bytecode=ir.bytecode(compilation.module),
         in_specs=tuple(_spec(sig, aval) for sig, aval in zip(arguments, avals_in)),
         out_specs=tuple(_spec(sig, aval) for sig, aval in zip(results, avals_out)),
         block_avals_out=tuple(block_avals),
         host_callbacks=compilation.host_callbacks,
     )
+    kept.store(program)
+    return program
+
+
+@dataclasses.dataclass
+class _Kept:
+    """A map's program in JAX's persistent cache (compiler/persistent.py): `program`
+    if it was there; else where `store` puts the one compiled (nowhere without a
+    cache, or for a program that calls back to Python)."""
+
+    program: SpmdProgram | None = None
+    entries: persistent.Entries | None = None
+    key: str | None = None
+
+    def store(self, program: SpmdProgram) -> None:
+        if self.entries is not None and self.key is not None and not program.host_callbacks:
+            self.entries.put(self.key, program.to_bytes())
+
+
+def _kept_program(lowered, mesh, avals_in, avals_out, ctx, ragged) -> _Kept:
+    entries = persistent.Entries.configured()
+    if entries is None or lowered.host_callbacks:
+        return _Kept()
+    described = (
+        tuple(avals_in),
+        tuple(avals_out),
+        placement.pmapc_mesh(mesh),
+        tuple(ctx.module_context.platforms),
+        (Target.PARTITIONS, GroupForm.DENSE, ragged),
+    )
+    key = persistent.program_key(ir.bytecode(lowered.module), described)
+    entry = entries.get(key)
+    if entry is None:
+        return _Kept(entries=entries, key=key)
+    return _Kept(program=SpmdProgram.from_bytes(entry))
 
 
 def _spec(signature: runtime.Signature, aval) -> PartitionSpec:
@@ -222,7 +295,7 @@ def _spmd_call_abstract_eval(*avals, program):
 
 def _spmd_call_lowering(ctx, *blocks, program):
     module_context = ctx.module_context
-    prefix = f"pmapc{next(_programs)}_"
+    prefix = _fresh_prefix(module_context.symbol_table)
     names = embed_functions(
         program.bytecode,
         module_context.module,
@@ -241,6 +314,17 @@ def _spmd_call_lowering(ctx, *blocks, program):
         ip=ir.current_insertion_point(),
     )
     return list(call.results)
+
+
+def _fresh_prefix(symbol_table) -> str:
+    """`pmapcK_` for the first K whose `main` JAX's module does not hold yet: names
+    the same in every process that lowers the same function, so that JAX's
+    persistent cache finds its executable again after a restart."""
+    for number in itertools.count():
+        prefix = f"pmapc{number}_"
+        if f"{prefix}main" not in symbol_table:
+            return prefix
+    raise AssertionError("unreachable")
 
 
 def _host_callback_adder(module_context, host_callbacks: tuple) -> Callable[[int], int]:

@@ -34,6 +34,7 @@ import jax.extend.core
 import numpy as np
 from jax._src import api_util as _api_util
 from jax._src import checkify as _checkify
+from jax._src import compilation_cache as _compilation_cache
 from jax._src import config as _config
 from jax._src import core as _core
 from jax._src import dispatch as _dispatch
@@ -44,6 +45,7 @@ from jax._src import shard_map as _shard_map
 from jax._src import source_info_util as _source_info
 from jax._src import tree_util as _tree_util
 from jax._src import util as _util
+from jax._src import xla_bridge as _xla_bridge
 from jax._src.array import ArrayImpl as _ArrayImpl
 from jax._src.interpreters import ad as _ad
 from jax._src.interpreters import batching as _batching
@@ -312,6 +314,16 @@ def compiled_impl(primitive):
     return impl
 
 
+def persistent_cache():
+    """JAX's persistent compilation cache, where `jax_compilation_cache_dir` configures
+    one (and `jax_enable_compilation_cache` leaves it on): an object with `get(key)
+    -> bytes | None` and `put(key, bytes)`; else None. (Its backend is only asked
+    whether its runtime may use the cache: the default one's.)"""
+    if not _compilation_cache.is_persistent_cache_enabled():
+        return None
+    return _compilation_cache._get_cache(_xla_bridge.get_backend())
+
+
 def register_cache(cache, description: str) -> None:
     """Have `jax.clear_caches()` clear `cache` (an object with `cache_clear`,
     `cache_info` and `cache_keys`, as `functools.lru_cache`'s)."""
@@ -326,11 +338,11 @@ def place_on_mesh(operands, mesh):
     XLA's propagation from the map's own in-specs (which may split a value
     over inner axes too).
     """
-    placed = []
-    for operand in operands:
-        spec = PartitionSpec(*[PartitionSpec.UNCONSTRAINED] * np.ndim(operand))
-        placed.append(jax.lax.with_sharding_constraint(operand, NamedSharding(mesh, spec)))
-    return placed
+    shardings = [
+        NamedSharding(mesh, PartitionSpec(*[PartitionSpec.UNCONSTRAINED] * np.ndim(operand)))
+        for operand in operands
+    ]
+    return list(jax.lax.with_sharding_constraint(list(operands), shardings))  # one call
 
 
 def jaxprs_in(params: dict):

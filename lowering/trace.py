@@ -455,11 +455,15 @@ def pmapc_ir(traced, name: str) -> PmapcIR:
     return _own(jax_lowering.stablehlo_module(lowered), jax_lowering.host_callbacks(lowered), name)
 
 
-def map_ir(ctx, one_map: jax_api.ClosedJaxpr, name: str) -> PmapcIR:
-    """The pmapc IR of `one_map`, a jaxpr of one outermost map, lowered inside the
+def lower_map(ctx, one_map: jax_api.ClosedJaxpr, name: str) -> jax_lowering.LoweredModule:
+    """`one_map`, a jaxpr of one outermost map, lowered with pmapc's rules inside the
     lowering `ctx` is a rule context of (JAX's, of the jitted function that holds
-    the map)."""
-    lowered = jax_lowering.lower_inside(ctx, name, one_map, primitives.pmapc_ir_rules())
+    the map), in its MLIR context: `own_map` makes it pmapc IR."""
+    return jax_lowering.lower_inside(ctx, name, one_map, primitives.pmapc_ir_rules())
+
+
+def own_map(lowered: jax_lowering.LoweredModule, name: str) -> PmapcIR:
+    """The pmapc IR of a map `lower_map` lowered."""
     return _own(lowered.module, lowered.host_callbacks, name)
 
 
