@@ -46,6 +46,7 @@ from pmapc.errors import PmapcError
 from pmapc.lowering import jax_api, jax_lowering, placement, primitives, structure, trace
 from pmapc.lowering.locations import at_user_call_site
 from pmapc.options import GroupForm, Target, ragged_form_for
+from pmapc.passes.manager import cyclic_gc_paused
 
 spmd_call_p = jax_api.Primitive("pmapc_spmd_call")
 spmd_call_p.multiple_results = True
@@ -158,9 +159,12 @@ def lower_outermost(ctx, *operands, mesh, **params) -> list:
         mesh = placement.concrete(mesh)
     except PmapcError as error:
         raise at_user_call_site(error) from None
-    program, constants = _program(ctx, mesh, params)
-    run = functools.partial(_run_on_mesh, program, constants, mesh)
-    return jax_lowering.lower_fun(run)(ctx, *operands)
+    # The compiler's Python objects are freed by reference counting; the cyclic
+    # collector, which walks the whole heap (JAX's too), waits until it is done.
+    with cyclic_gc_paused():
+        program, constants = _program(ctx, mesh, params)
+        run = functools.partial(_run_on_mesh, program, constants, mesh)
+        return jax_lowering.lower_fun(run)(ctx, *operands)
 
 
 def _program(ctx, mesh, params) -> tuple[SpmdProgram, tuple]:
