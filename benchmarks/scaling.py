@@ -14,9 +14,11 @@ both systems (caches cleared before each build), built once per repetition:
                its own and shifted by another (W4's chain; K = 10 .. 10,000)
     depth      a nest of depth 1 .. 10 on 8 devices (three axes of 2, the rest of
                size 1), a psum over each axis and one over all (groups as mesh axes)
-    mesh       a 2-level nest over R x C positions, 8 .. 1,048,576 (a psum over each
+    mesh       a 2-level nest over R x C positions, 8 .. 4,194,304 (a psum over each
                axis, an all_gather over both, an axis_index), lowered ahead of time
-               from `jax.ShapeDtypeStruct`s: no devices, and no first call
+               from `jax.ShapeDtypeStruct`s: no devices, and no first call; its
+               communication plan (`Lowered.plan()`, the table) and, up to 256x256,
+               the plan's text picture
 
 Columns, seconds (median of the repetitions):
 
@@ -24,6 +26,7 @@ Columns, seconds (median of the repetitions):
     lower      JAX's lowering to StableHLO (pmapc: to pmapc IR)
     passes     pmapc's passes and the verification of their result
     own        trace + lower (+ passes): what each system does before XLA
+    plan       (mesh) the plan's table, and its text picture (`Plan.picture()`)
     first      a new function's first call, `f(*args)` until its result is ready:
                trace, lower, passes, XLA's compile, the run (series with devices;
                sizes up to `FIRST_CALL_UP_TO`, XLA's compile of larger ones takes minutes)
@@ -62,7 +65,7 @@ SIZES = {
     "mlp": [5, 25, 75, 150, 500],
     "constants": [10, 100, 1000, 10000],
     "depth": [1, 2, 4, 6, 8, 10],
-    "mesh": [(2, 4), (16, 16), (64, 64), (256, 256), (1024, 1024)],
+    "mesh": [(2, 4), (16, 16), (64, 64), (256, 256), (1024, 1024), (1 << 20, 4)],
 }
 QUICK_SIZES = {
     "args": [10, 100],
@@ -73,6 +76,7 @@ QUICK_SIZES = {
 }
 # The largest size whose first call (XLA's compile included) is measured.
 FIRST_CALL_UP_TO = {"args": 1000, "mlp": 150, "constants": 1000, "depth": 10, "mesh": 0}
+PICTURE_UP_TO = 256 * 256  # devices: a picture draws each (65,536 a collective at 256x256)
 WIDTH, LAYER, BATCH = 4, 8, 4
 LEARNING_RATE, WEIGHT_DECAY = 0.01, 1e-4
 
@@ -225,7 +229,7 @@ def fresh() -> None:
     gc.collect()
 
 
-def pmapc_stages(program: Program) -> dict[str, float]:
+def pmapc_stages(program: Program, plan: bool = False) -> dict[str, float]:
     fresh()
     start = time.perf_counter()
     lowered = program.nest.lower(*program.args)
@@ -233,7 +237,7 @@ def pmapc_stages(program: Program) -> dict[str, float]:
     timings = dict(lowered.timings)
     trace, lower = timings.pop("trace"), timings.pop("lower")
     passes = sum(timings.values())
-    return {
+    stages = {
         "trace": trace,
         "lower": lower,
         "passes": passes,
@@ -241,6 +245,22 @@ def pmapc_stages(program: Program) -> dict[str, float]:
         "wall": wall,
         "by_pass": timings,
     }
+    if plan:
+        stages.update(plan_seconds(lowered))
+    return stages
+
+
+def plan_seconds(lowered) -> dict[str, float]:
+    """Seconds of the plan's table and (up to PICTURE_UP_TO devices) of its picture."""
+    start = time.perf_counter()
+    plan = lowered.plan()
+    plan.table()
+    seconds = {"plan": time.perf_counter() - start}
+    if plan.mesh.size <= PICTURE_UP_TO:
+        start = time.perf_counter()
+        plan.picture()
+        seconds["picture"] = time.perf_counter() - start
+    return seconds
 
 
 def peer_stages(program: Program, deviceless: bool) -> dict[str, float]:
@@ -272,7 +292,7 @@ def measure(series: str, size, repetitions: int) -> dict:
     for _ in range(repetitions):
         program = PROGRAMS[series](size)
         sample = {
-            "pmapc": pmapc_stages(program),
+            "pmapc": pmapc_stages(program, plan=series == "mesh"),
             "shard_map": peer_stages(program, deviceless=series == "mesh"),
         }
         if series != "mesh" and positions(series, size) <= FIRST_CALL_UP_TO[series]:
@@ -325,6 +345,8 @@ COLUMNS = (
     ("shard_map", "own"),
     ("pmapc", "first"),
     ("shard_map", "first"),
+    ("pmapc", "plan"),
+    ("pmapc", "picture"),
 )
 
 
@@ -342,29 +364,31 @@ def fits(series: str, rows: dict) -> dict[str, float | None]:
 
 
 def table(series: str, rows: dict, exponents: dict) -> str:
-    header = (
-        "| size | trace | lower | passes | pmapc own | shard_map own | own ratio "
-        "| pmapc first | shard_map first | first ratio |"
-    )
-    out = [f"### {series}", "", header, "|---" * 10 + "|"]
+    last = "plan | picture" if series == "mesh" else "pmapc first | shard_map first | first ratio"
+    header = f"| size | trace | lower | passes | pmapc own | shard_map own | own ratio | {last} |"
+    out = [f"### {series}", "", header, "|---" * (header.count("|") - 1) + "|"]
     for size, row in rows.items():
         ours, theirs = row["pmapc"], row["shard_map"]
-        first = (
-            f"{ours['first']:.3f} | {theirs['first']:.3f} | {ours['first'] / theirs['first']:.2f}x"
-            if "first" in ours
-            else "- | - | -"
-        )
         label = "x".join(map(str, size)) if isinstance(size, tuple) else str(size)
         out.append(
             f"| {label} | {ours['trace']:.3f} | {ours['lower']:.3f} | {ours['passes']:.3f} "
             f"| {ours['own']:.3f} | {theirs['own']:.3f} | {ours['own'] / theirs['own']:.2f}x "
-            f"| {first} |"
+            f"| {last_cells(series, ours, theirs)} |"
         )
     fitted = ", ".join(
         f"{name} {value:.2f}" for name, value in exponents.items() if value is not None
     )
     out += ["", f"fitted exponents: {fitted}", ""]
     return "\n".join(out)
+
+
+def last_cells(series: str, ours: dict, theirs: dict) -> str:
+    if series == "mesh":
+        picture = f"{ours['picture']:.3f}" if "picture" in ours else "-"
+        return f"{ours['plan']:.3f} | {picture}"
+    if "first" not in ours:
+        return "- | - | -"
+    return f"{ours['first']:.3f} | {theirs['first']:.3f} | {ours['first'] / theirs['first']:.2f}x"
 
 
 def run(series_names: list[str], quick: bool, repetitions: int) -> dict:
