@@ -36,7 +36,7 @@ import threading
 from collections.abc import Sequence
 
 import jax
-import jaxlib
+import jaxlib.version
 
 from pmapc.lowering import jax_api
 
@@ -107,7 +107,7 @@ def _releases() -> tuple[str, ...]:
         pmapc_release = importlib.metadata.version("pmapc")
     except importlib.metadata.PackageNotFoundError:
         pmapc_release = "unknown"
-    return (jax.__version__, jaxlib.__version__, pmapc_release, _source_digest())
+    return (jax.__version__, jaxlib.version.__version__, pmapc_release, _source_digest())
 
 
 def _source_digest() -> str:

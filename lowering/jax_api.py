@@ -27,7 +27,7 @@ import dataclasses
 import functools
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import jax
 import jax.extend.core
@@ -63,6 +63,8 @@ from pmapc import collectives
 from pmapc.collectives import Collective
 
 __all__ = ["Primitive"]
+
+_Kind = TypeVar("_Kind")
 
 
 # The JAX release running, for the internals that moved between the releases
@@ -360,7 +362,7 @@ def rank(aval) -> int:
     return len(aval.shape)
 
 
-def cache_weakly(kind: type) -> type:
+def cache_weakly(kind: type[_Kind]) -> type[_Kind]:
     """Have JAX's caches keyed on a primitive's parameters (its abstract evaluation's,
     for one) hold parameters of class `kind` weakly, as they hold jaxprs: an entry
     goes when its parameter does, not when the cache's bound evicts it."""

@@ -302,18 +302,22 @@ class _Flattener:
         """(dimension, mesh axes) of each level of maps `value` can arrive split over,
         outermost first: every use of it maps it, over one dimension and mesh axes,
         and so on into their bodies as far as all of them agree."""
-        first, deeper = None, None
+        first: Level | None = None
+        deeper: list[Level] | None = None
         for owner, index in ir.uses_of(value):
             if not self.views.is_map(owner):
                 return []
             view = self.views.map(owner)
+            in_axis = view.in_axes[index]
+            if in_axis is None or view.callee in open_calls:
+                return []
             chain = (*scope, (view.axis_name, view.axis_size))
-            level = (view.in_axes[index], self.mesh_axes(chain))
-            if level[0] is None or first not in (None, level) or view.callee in open_calls:
+            level = (in_axis, self.mesh_axes(chain))
+            if first not in (None, level):
                 return []
             first = level
             callee = self.functions.get(view.callee)
-            inner = []
+            inner: list[Level] = []
             if callee is not None:
                 body_arg = ir.function_entry_block(callee).arguments[index]
                 inner = self.argument_levels(body_arg, chain, open_calls | {view.callee})
