@@ -9,7 +9,8 @@ import sys
 from collections.abc import Iterator
 
 from pmapc import options
-from pmapc.errors import DiagnosticError, PmapcError, SourceLoc
+from pmapc.compiler import targets
+from pmapc.errors import DeviceError, DiagnosticError, PmapcError, SourceLoc
 
 
 def read_input(path: str, prog: str) -> str | None:
@@ -117,3 +118,43 @@ def option_type(kind: type[options.Option]):
 
 def option_metavar(kind: type[options.Option]) -> str:
     return "{" + ",".join(options.choices(kind)) + "}"
+
+
+def add_topology_option(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
+        "--topology",
+        metavar="NAME",
+        default=None,
+        help=f"compile for a GPU machine or TPU pod slice by name ({targets.EXAMPLES}) "
+        f"with XLA:GPU's or XLA:TPU's own compiler, on any machine, and {what}; needs "
+        f"{targets.INSTALL}",
+    )
+
+
+def topology_devices(name: str, count: int | None = None) -> list:
+    """The devices of the topology `name` (compiler/targets.py), the first `count` of
+    them if given. What libtpu and the CUDA plugin log while they describe it (harmless
+    notes that no TPU or GPU is attached) is kept off the user's terminal."""
+    with native_stderr_dropped():
+        devices = targets.target_devices(name)
+    if count is not None and count > len(devices):
+        raise DeviceError(
+            f"the mesh needs {count} devices, but the topology '{name}' has {len(devices)}; "
+            "name a larger one"
+        )
+    return devices if count is None else devices[:count]
+
+
+@contextlib.contextmanager
+def native_stderr_dropped() -> Iterator[None]:
+    """Drop what is written to file descriptor 2 inside the block (a C library's logs)."""
+    sys.stderr.flush()
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    saved = _point_fd(2, at=devnull)
+    os.close(devnull)
+    try:
+        yield
+    finally:
+        if saved is not None:
+            os.dup2(saved, 2)
+            os.close(saved)
