@@ -301,10 +301,13 @@ def refused_for_topology(devices: Sequence[xla.Device], error: Exception) -> str
     has (XLA:TPU on v5e compiles only for a whole slice)."""
     count = len(xla.client_of(devices).devices())
     lines = str(error).strip().splitlines() or [type(error).__name__]
+    compiler = f"XLA:{devices[0].platform.upper()}"
+    if len(devices) == count:
+        return f"{compiler} refused to compile the nest for the topology: {lines[0]}"
     return (
-        f"XLA:{devices[0].platform.upper()} refused to compile the nest for {len(devices)} "
-        f"of the topology's {count} devices: {lines[0]}; compile for the whole topology "
-        f"(a nest of {count} positions) or name a topology of {len(devices)} devices"
+        f"{compiler} refused to compile the nest for {len(devices)} of the topology's "
+        f"{count} devices: {lines[0]}; compile for the whole topology (a nest of {count} "
+        f"positions) or name a topology of {len(devices)} devices"
     )
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib.util
+import os
 import pathlib
 
 import jax.errors
@@ -40,6 +41,7 @@ from pmapc.lowering.jax_api import Device
 
 CONFIGS = pathlib.Path(__file__).parent / "gpu_configs"
 INSTALL = "pip install 'pmapc[targets]'"
+ALLOW_MULTIPLE_LIBTPU = "ALLOW_MULTIPLE_LIBTPU_LOAD"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,6 +123,9 @@ def _topology(target: Target):
     if missing is not None:
         raise DeviceError(f"target '{target.name}': {missing}")
     if target.platform == "tpu":
+        # libtpu takes a lock file on load, for one process per machine's chips; a
+        # topology touches no chip, and any number of processes may compile for one.
+        os.environ.setdefault(ALLOW_MULTIPLE_LIBTPU, "1")
         return _made(
             target,
             lambda: topologies.get_topology_desc(
