@@ -8,7 +8,8 @@ chips), by XLA:GPU's or XLA:TPU's own compiler, twice: as pmapc's nested
 `pmapc.pmap` and as `jax.jit(jax.shard_map)` of the same per-device body on the
 same devices, from `jax.ShapeDtypeStruct`s (nothing runs). Per program and side:
 
-- compile: seconds of `lower(...).compile()` (median of `--rounds`);
+- compile: seconds of `lower(...).compile()`, from trace to XLA's executable with
+  every cache emptied first (median of `--rounds`);
 - collectives: the compiled HLO's, by kind, with the async ones (`-start`/`-done`
   pairs or async wrappers) and XLA's native `ragged-all-to-all`s counted apart;
 - bytes: per device per step by the plan's cost model (benchmarks/hlo_stats.py);
@@ -69,6 +70,7 @@ class Program:
     pmapc_args: tuple
     shard_fn: Callable | None = None
     shard_args: tuple = ()
+    ragged: str | None = None  # pmapc.lower's ragged= (None: by the devices' platform)
 
 
 def mesh_shape(count: int) -> tuple[int, int]:
@@ -140,9 +142,11 @@ def example_programs(devices: Sequence) -> list[Program]:
     ]
 
 
-def moe_program(devices: Sequence, data: int, experts: int) -> Program:
+def moe_program(devices: Sequence, data: int, experts: int, expanded: bool = False) -> Program:
     """examples/moe.py's training step on data x expert, its ragged_all_to_all XLA's own,
-    beside the same per-device step in `jax.jit(shard_map)` (JAX's native op too)."""
+    beside the same per-device step in `jax.jit(shard_map)` (JAX's native op too); with
+    `expanded`, pmapc's all_to_alls of padded slices beside benchmarks/moe.py's
+    capacity-padded shard_map (for XLA:TPU on v5e, which runs no native one)."""
     moe = load_example("moe")
     f32 = jnp.float32
     per_device, tokens = moe.EXPERTS_PER_DEVICE, moe.TOKENS
@@ -154,24 +158,33 @@ def moe_program(devices: Sequence, data: int, experts: int) -> Program:
     mesh = jax.sharding.Mesh(workloads.mesh_of(data, experts, devices).devices, ("data", "expert"))
     specs = (P(), P("expert"), P("expert"), P("data", "expert"), P("data", "expert"))
 
+    layer = moe.moe_layer
+    if expanded:
+        import moe as moe_benchmark  # benchmarks/moe.py: the padded peer's layer
+
+        layer = moe_benchmark.padded_layer
+
     def body(router, w1, w2, x, y):
-        router, w1, w2, loss = moe.local_step(router, w1[0], w2[0], x[0, 0], y[0, 0])
+        router, w1, w2, loss = moe.local_step(router, w1[0], w2[0], x[0, 0], y[0, 0], layer)
         return router, w1[None], w2[None], loss
 
     shard_fn = workloads.shard_map_jit(body, mesh, specs, (P(), P("expert"), P("expert"), P()))
     return Program(
-        "examples/moe.py (native ragged_all_to_all)",
+        "examples/moe.py ("
+        + ("expanded: no native ragged_all_to_all on v5e" if expanded else "native")
+        + ")",
         moe.train_step,
         tuple(SDS(shape, f32) for shape in shapes),
         shard_fn,
         tuple(SDS(s, f32, sharding=NamedSharding(mesh, p)) for s, p in zip(shapes, specs)),
+        "expanded" if expanded else None,
     )
 
 
 def compile_pmapc(program: Program, devices: Sequence):
     """pmapc's program compiled for `devices` (the nest on the first it needs)."""
     with pmapc.fold_onto(devices):
-        return program.pmapc_fn.lower(*program.pmapc_args).compile()
+        return pmapc.lower(program.pmapc_fn, *program.pmapc_args, ragged=program.ragged).compile()
 
 
 def compile_shard_map(program: Program):
@@ -204,10 +217,13 @@ class Measured:
 
 
 def measure(compile_once: Callable, device_count: int, rounds: int) -> Measured:
-    """Compile `rounds` times; the median seconds and the last compilation's figures."""
+    """Compile `rounds` times, each from a cold start (JAX's caches, pmapc's with them,
+    emptied first: JAX keeps a jit's compiled executable, and would answer a second
+    `compile()` from memory); the median seconds and the last compilation's figures."""
     seconds = []
     compiled = None
     for _ in range(rounds):
+        jax.clear_caches()
         start = time.perf_counter()
         compiled = compile_once()
         seconds.append(time.perf_counter() - start)
@@ -239,7 +255,7 @@ def table_row(target: str, name: str, ours: Measured, peer: Measured | None) -> 
     def cells(m: Measured | None) -> list[str]:
         if m is None:
             return ["-"] * 5
-        optimal = "-" if m.optimal_seconds is None else f"{m.optimal_seconds * 1e6:.1f} us"
+        optimal = "-" if m.optimal_seconds is None else f"{m.optimal_seconds * 1e6:.3g} us"
         return [
             f"{m.seconds:.2f}",
             m.describe(),
@@ -278,6 +294,14 @@ def run_target(label: str, name: str, rounds: int) -> list[str]:
     devices = pmapc.target_devices(name)
     rows = []
     for program in workload_programs(devices) + example_programs(devices):
+        try:  # a first compile of each side, outside the rounds: warm for both
+            compile_pmapc(program, devices)
+        except pmapc.DeviceError:  # XLA:TPU on v5e: no native ragged-all-to-all
+            assert program.ragged is None, program.name
+            program = moe_program(devices, *mesh_shape(len(devices)), expanded=True)
+            compile_pmapc(program, devices)
+        if program.shard_fn is not None:
+            compile_shard_map(program)
         ours = measure(lambda p=program: compile_pmapc(p, devices), len(devices), rounds)
         peer = (
             None

@@ -20,8 +20,9 @@ TPU topologies come from libtpu, GPU ones from the CUDA PJRT plugin
 memory and core counts) in text form. The configs are XLA's own (jaxlib 0.12's
 plugin carries them); `compiler/gpu_configs/` holds each in the format of every
 plugin release pmapc admits (0.10's proto lacks some fields). `pip install
-'pmapc[targets]'` installs both plugins at the versions the installed JAX's own
-`tpu` and `cuda12` extras pin.
+'pmapc[targets]'` installs both plugins: libtpu at the version the installed JAX's
+own `tpu` extra pins, and the CUDA PJRT plugin of its `cuda12` extra, which must be
+the installed jaxlib's release (`plugin_missing` says so, with the command).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import functools
 import importlib.util
 import os
 import pathlib
+from importlib import metadata
 
 import jax.errors
 from jax.experimental import topologies
@@ -102,12 +104,25 @@ def plugin_missing(platform: str) -> str | None:
     """Why this process cannot compile for `platform` ("tpu", "gpu"), naming the
     package to install; None when it can."""
     module, package = PLUGINS[platform]
-    if _has_module(module):
+    if not _has_module(module):
+        return (
+            f"compiling for {platform.upper()} needs {package}, which is not installed: "
+            f"{INSTALL} installs it"
+        )
+    if platform == "gpu" and _installed(package) != _installed("jaxlib"):
+        return (
+            f"{package} {_installed(package)} is installed, but compiling for GPU needs the "
+            f"release of jaxlib {_installed('jaxlib')}: pip install "
+            f"{package}=={_installed('jaxlib')}"
+        )
+    return None
+
+
+def _installed(distribution: str) -> str | None:
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
         return None
-    return (
-        f"compiling for {platform.upper()} needs {package}, which is not installed: "
-        f"{INSTALL} installs it at the version the installed JAX's own extras pin"
-    )
 
 
 def _has_module(dotted: str) -> bool:

@@ -147,7 +147,8 @@ def topology_devices(name: str, count: int | None = None) -> list:
 
 @contextlib.contextmanager
 def native_stderr_dropped() -> Iterator[None]:
-    """Drop what is written to file descriptor 2 inside the block (a C library's logs)."""
+    """Drop what is written to file descriptor 2 inside the block (a C library's log
+    lines); Python's exceptions still propagate and are reported after it."""
     sys.stderr.flush()
     devnull = os.open(os.devnull, os.O_WRONLY)
     saved = _point_fd(2, at=devnull)
@@ -155,6 +156,7 @@ def native_stderr_dropped() -> Iterator[None]:
     try:
         yield
     finally:
+        sys.stderr.flush()
         if saved is not None:
             os.dup2(saved, 2)
             os.close(saved)
