@@ -1,6 +1,6 @@
 """Every workload and example compiled for a GPU machine and TPU pods, on this machine.
 
-    JAX_PLATFORMS=cpu .venv/bin/python benchmarks/targets.py [--rounds 3] [--targets NAME,...]
+    JAX_PLATFORMS=cpu .venv/bin/python benchmarks/targets.py [--rounds 5] [--targets NAME,...]
 
 Each program is compiled ahead of time for the devices of a topology
 (`pmapc.target_devices`: H100 x 8, TPU v5e 16x16 = 256 chips, TPU v5p 8x8x8 = 512
@@ -28,15 +28,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import importlib.util
-import os
 import pathlib
 import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
 
-os.environ.setdefault("JAX_PLATFORMS", "cpu")
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
@@ -102,14 +101,20 @@ def from_workload(workload: workloads.Workload, devices: Sequence) -> Program:
     )
 
 
+@functools.cache
 def load_example(name: str):
-    """examples/<name>.py as a module (its `main` does not run)."""
+    """examples/<name>.py as a module (its `main` does not run; its
+    `pmapc.use_host_devices(8)` does, so every example is loaded when this module is,
+    before JAX starts its CPU backend)."""
     path = ROOT / "examples" / f"{name}.py"
     spec = importlib.util.spec_from_file_location(f"example_{name}", path)
     assert spec is not None and spec.loader is not None, name
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+EXAMPLES = [load_example(name) for name in ("quickstart", "mlp_training", "moe")]
 
 
 def workload_programs(devices: Sequence) -> list[Program]:
@@ -216,24 +221,37 @@ class Measured:
         return text + (f" ({self.asynchronous} async)" if self.asynchronous else "")
 
 
-def measure(compile_once: Callable, device_count: int, rounds: int) -> Measured:
-    """Compile `rounds` times, each from a cold start (JAX's caches, pmapc's with them,
-    emptied first: JAX keeps a jit's compiled executable, and would answer a second
-    `compile()` from memory); the median seconds and the last compilation's figures."""
-    seconds = []
-    compiled = None
+def measure_both(
+    compile_pmapc_once: Callable, compile_peer_once: Callable | None, devices: int, rounds: int
+) -> tuple[Measured, Measured | None]:
+    """Compile both sides `rounds` times, interleaved (pmapc, then its peer, in each
+    round: the machine's load drifts), each from a cold start (JAX's caches, pmapc's
+    with them, emptied first: JAX keeps a jit's compiled executable and would answer a
+    second `compile()` from memory); each side's median seconds and figures."""
+    sides = [compile_pmapc_once] + ([compile_peer_once] if compile_peer_once else [])
+    seconds: list[list[float]] = [[] for _ in sides]
+    compiled: list = [None] * len(sides)
     for _ in range(rounds):
-        jax.clear_caches()
-        start = time.perf_counter()
-        compiled = compile_once()
-        seconds.append(time.perf_counter() - start)
-    assert compiled is not None
+        for index, compile_once in enumerate(sides):
+            jax.clear_caches()
+            start = time.perf_counter()
+            compiled[index] = compile_once()
+            seconds[index].append(time.perf_counter() - start)
+    measured = [
+        figures(result, statistics.median(times), devices)
+        for result, times in zip(compiled, seconds)
+    ]
+    return measured[0], (measured[1] if len(measured) > 1 else None)
+
+
+def figures(compiled, seconds: float, device_count: int) -> Measured:
+    """What XLA made of one compiled program."""
     text = compiled.as_text()
     parsed = hlo_stats.parse(text, device_count)
     stats = hlo_stats.collective_stats(text, device_count)
     cost = compiled.cost_analysis() or {}
     return Measured(
-        statistics.median(seconds),
+        seconds,
         {kind: n for kind, n in stats.static_count.items() if n},
         sum(c.is_async for c in parsed.collectives),
         opcode_count(text, "ragged-all-to-all"),
@@ -302,11 +320,11 @@ def run_target(label: str, name: str, rounds: int) -> list[str]:
             compile_pmapc(program, devices)
         if program.shard_fn is not None:
             compile_shard_map(program)
-        ours = measure(lambda p=program: compile_pmapc(p, devices), len(devices), rounds)
-        peer = (
-            None
-            if program.shard_fn is None
-            else measure(lambda p=program: compile_shard_map(p), len(devices), rounds)
+        ours, peer = measure_both(
+            lambda p=program: compile_pmapc(p, devices),
+            None if program.shard_fn is None else lambda p=program: compile_shard_map(p),
+            len(devices),
+            rounds,
         )
         rows.append(table_row(label, program.name, ours, peer))
         print(rows[-1], file=sys.stderr, flush=True)
@@ -315,11 +333,12 @@ def run_target(label: str, name: str, rounds: int) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3, help="compiles per program and side")
+    parser.add_argument("--rounds", type=int, default=5, help="compiles per program and side")
     parser.add_argument(
         "--targets", default=",".join(TARGETS), help="comma-separated labels of TARGETS"
     )
     args = parser.parse_args(argv)
+    jax.config.update("jax_platforms", "cpu")  # XLA:TPU and XLA:GPU compile; JAX runs on CPU
     rows = []
     for label in args.targets.split(","):
         rows += run_target(label, TARGETS[label], args.rounds)
