@@ -18,6 +18,7 @@ Every private JAX import pmapc needs for this lives here.
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Sequence
 
 import jax
@@ -203,6 +204,15 @@ def optimized_hlo_text(executable) -> str | None:
     except (AttributeError, NotImplementedError, RuntimeError):  # XlaRuntimeError included
         return None
     return modules[0].to_string() if modules else None
+
+
+def register_plugins() -> None:
+    """Have JAX find and register its PJRT plugins now (it does so once per process,
+    when a backend or a topology is first asked for): the CUDA one of the targets
+    extra, which `pmapc` commands load with its notes kept off the terminal (on a
+    machine without a GPU it says so on load; jax 0.10's from C++). Starts no backend."""
+    logging.getLogger("jax_plugins.xla_cuda12").setLevel(logging.ERROR)
+    _xla_bridge._discover_and_register_pjrt_plugins()
 
 
 def use_host_devices(count: int) -> None:
