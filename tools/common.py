@@ -75,14 +75,20 @@ def stdout_to_stderr() -> Iterator[None]:
     """Send what is written to stdout inside the block to stderr: Python's `print`
     (sys.stdout) and writes to file descriptor 1 (a C library's, a subprocess's)."""
     sys.stdout.flush()
-    saved = _point_fd(1, at=2)
+    with _fd_pointed(1, at=2), contextlib.redirect_stdout(sys.stderr):
+        yield
+
+
+@contextlib.contextmanager
+def _fd_pointed(fd: int, at: int) -> Iterator[None]:
+    """`fd` writes where `at` does inside the block, and where it did after it."""
+    saved = _point_fd(fd, at)
     try:
-        with contextlib.redirect_stdout(sys.stderr):
-            yield
+        yield
     finally:
         sys.stderr.flush()
         if saved is not None:
-            os.dup2(saved, 1)
+            os.dup2(saved, fd)
             os.close(saved)
 
 
@@ -151,12 +157,8 @@ def native_stderr_dropped() -> Iterator[None]:
     lines); Python's exceptions still propagate and are reported after it."""
     sys.stderr.flush()
     devnull = os.open(os.devnull, os.O_WRONLY)
-    saved = _point_fd(2, at=devnull)
-    os.close(devnull)
     try:
-        yield
+        with _fd_pointed(2, at=devnull):
+            yield
     finally:
-        sys.stderr.flush()
-        if saved is not None:
-            os.dup2(saved, 2)
-            os.close(saved)
+        os.close(devnull)
