@@ -167,6 +167,19 @@ def test_xla_tpu_refusing_part_of_a_v5e_slice_is_a_device_error():
         lowered.compile()
 
 
+@pytest.mark.parametrize("name", [GPU_ONE_HOST, "tpu:v5p:4x4x4"])
+def test_a_nest_folds_onto_a_topology_s_devices(name):
+    """A 2x4 nest on 2 of the target's devices: 'model' folds into each device's
+    block, so its psum is local and XLA runs one all-gather over 'data'."""
+    devices = devices_of(name)
+    f = nest2(psum_nest, None)
+    with pmapc.fold_onto(devices[:2]):
+        lowered = f.lower(SDS((2, 4, 16), F32))
+    assert str(lowered.compilation.mesh) == "data=2"
+    runs = [(op.removesuffix("-start"), axes) for op, axes in xla_axes(lowered.compile())]
+    assert runs == [("all-gather", ("data",))]  # XLA:GPU's async, a -start/-done pair
+
+
 # ----------------------------------------------------------------------------
 # The benchmark workloads and the examples (benchmarks/targets.py builds them)
 
