@@ -9,7 +9,8 @@ chips), by XLA:GPU's or XLA:TPU's own compiler, twice: as pmapc's nested
 same devices, from `jax.ShapeDtypeStruct`s (nothing runs). Per program and side:
 
 - compile: seconds of `lower(...).compile()`, from trace to XLA's executable with
-  every cache emptied first (median of `--rounds`);
+  every cache emptied first (median of `--rounds`), and of them pmapc's own stages
+  (tracing each map, its lowering to pmapc IR, its passes: `Lowered.timings`);
 - collectives: the compiled HLO's, by kind, with the async ones (`-start`/`-done`
   pairs or async wrappers) and XLA's native `ragged-all-to-all`s counted apart;
 - bytes: per device per step by the plan's cost model (benchmarks/hlo_stats.py);
@@ -202,6 +203,7 @@ class Measured:
     """One side's compiled program: its compile seconds and what XLA made."""
 
     seconds: float
+    own_seconds: float | None  # pmapc's own stages (trace, lower, passes); None: JAX's
     collectives: dict[str, int]  # kind -> ops in the HLO
     asynchronous: int
     ragged: int  # XLA's native ragged-all-to-all ops
@@ -250,8 +252,10 @@ def figures(compiled, seconds: float, device_count: int) -> Measured:
     parsed = hlo_stats.parse(text, device_count)
     stats = hlo_stats.collective_stats(text, device_count)
     cost = compiled.cost_analysis() or {}
+    compilation = getattr(compiled, "compilation", None)  # pmapc's: its stages' seconds
     return Measured(
         seconds,
+        None if compilation is None else sum(compilation.timings.values()),
         {kind: n for kind, n in stats.static_count.items() if n},
         sum(c.is_async for c in parsed.collectives),
         opcode_count(text, "ragged-all-to-all"),
@@ -274,8 +278,9 @@ def table_row(target: str, name: str, ours: Measured, peer: Measured | None) -> 
         if m is None:
             return ["-"] * 5
         optimal = "-" if m.optimal_seconds is None else f"{m.optimal_seconds * 1e6:.3g} us"
+        own = "" if m.own_seconds is None else f" ({m.own_seconds:.2f} pmapc's)"
         return [
-            f"{m.seconds:.2f}",
+            f"{m.seconds:.2f}{own}",
             m.describe(),
             hlo_stats_bytes(m.wire_bytes),
             hlo_stats_bytes(m.temp_bytes),
