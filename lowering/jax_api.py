@@ -107,7 +107,7 @@ def compiles_only(device: Device) -> bool:
     """Whether `device` is one that XLA compiles for but this process cannot run on:
     a device of a topology (`jax.experimental.topologies`), whose client is XLA's
     compile-only one (what JAX's ahead-of-time compile for a TPU pod uses)."""
-    return isinstance(device.client, _jax.CompileOnlyPyClient)
+    return isinstance(getattr(device, "client", None), _jax.CompileOnlyPyClient)
 
 
 def collective_primitive(collective: Collective) -> Primitive:
