@@ -92,6 +92,33 @@ def nest2(body, devices):
 
 
 # ----------------------------------------------------------------------------
+# The hooks on JAX these use (no plugin needed)
+
+
+def test_the_host_callback_primitives_are_those_jax_binds():
+    """`jax_api.HOST_CALLBACK_PRIMITIVES`, by which a nest for a TPU refuses a callback,
+    are what JAX's four host callbacks bind on this release."""
+    from jax.experimental import io_callback
+
+    from pmapc.lowering import jax_api
+
+    def f(x):
+        jax.debug.print("{}", x)
+        jax.debug.callback(lambda v: None, x)
+        y = jax.pure_callback(np.sin, SDS((), F32), x, vmap_method="sequential")
+        return io_callback(np.cos, SDS((), F32), y)
+
+    bound = {eqn.primitive for eqn in jax.make_jaxpr(f)(1.0).eqns}
+    assert len(bound & jax_api.HOST_CALLBACK_PRIMITIVES) == 4
+
+
+def test_this_process_s_devices_are_not_a_topology_s():
+    from pmapc.lowering import mesh_devices
+
+    assert not mesh_devices.compiles_only(jax.devices())
+
+
+# ----------------------------------------------------------------------------
 # Every entry point, every target
 
 
