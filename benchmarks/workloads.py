@@ -44,10 +44,11 @@ class Workload:
     minimum: list[tuple[str, float]]  # (what the semantics need, bytes per device per step)
 
 
-def mesh_of(data: int, model: int) -> Mesh:
-    """The 2-D mesh pmapc uses: the first data*model devices, row-major."""
-    devices = np.array(jax.devices()[: data * model]).reshape(data, model)
-    return Mesh(devices, ("data", "model"))
+def mesh_of(data: int, model: int, devices=None) -> Mesh:
+    """The 2-D mesh pmapc uses: the first data*model devices (of `devices`, by default
+    this process's), row-major."""
+    listed = list(jax.devices() if devices is None else devices)[: data * model]
+    return Mesh(np.array(listed).reshape(data, model), ("data", "model"))
 
 
 def shard_map_jit(body: Callable, mesh: Mesh, in_specs, out_specs) -> Callable:
@@ -84,7 +85,7 @@ def mlp_local_step(w1, w2, x, y):
     return w1 - LEARNING_RATE * g1, w2 - LEARNING_RATE * g2, jax.lax.pmean(loss, "data")
 
 
-def mlp(data: int, model: int, batch=64, d_in=256, hidden=512, d_out=256) -> Workload:
+def mlp(data: int, model: int, batch=64, d_in=256, hidden=512, d_out=256, devices=None) -> Workload:
     rng = np.random.default_rng(0)
     w1 = rng.standard_normal((d_in, hidden), dtype=np.float32) / np.sqrt(d_in)
     w2 = rng.standard_normal((hidden, d_out), dtype=np.float32) / np.sqrt(hidden)
@@ -104,7 +105,10 @@ def mlp(data: int, model: int, batch=64, d_in=256, hidden=512, d_out=256) -> Wor
             y.reshape(data, batch, d_out),
         ),
         shard_fn=shard_map_jit(
-            mlp_local_step, mesh_of(data, model), specs, (P(None, "model"), P("model", None), P())
+            mlp_local_step,
+            mesh_of(data, model, devices),
+            specs,
+            (P(None, "model"), P("model", None), P()),
         ),
         shard_args=(w1, w2, x, y),
         shard_in_specs=specs,
@@ -176,10 +180,10 @@ def scaled(block):
     return produce(block) * 0.5
 
 
-def unshard(variant: str, data=2, model=4, per_device=1 << 20) -> Workload:
+def unshard(variant: str, data=2, model=4, per_device=1 << 20, devices=None) -> Workload:
     """'sum': the outer body sums the stack (needs it whole); 'scale': scales and returns it."""
     x = np.random.default_rng(1).standard_normal((data, model, per_device), dtype=np.float32)
-    mesh, specs = mesh_of(data, model), (P("data", "model"),)
+    mesh, specs = mesh_of(data, model, devices), (P("data", "model"),)
     stacked = model * per_device * F32
     if variant == "sum":
         pmapc_fn, shard_fn = stack_then_sum, shard_map_jit(gathered_sum, mesh, specs, P("data"))
@@ -222,7 +226,7 @@ def tiny_psums(x):
 
 
 def small_collectives(
-    name: str, body: Callable, psums_per_axis: int, data=2, model=4, width=16
+    name: str, body: Callable, psums_per_axis: int, data=2, model=4, width=16, devices=None
 ) -> Workload:
     """A body of tiny psums on a [data, model, width] f32 array."""
     x = np.arange(data * model * width, dtype=np.float32).reshape(data, model, width) / 100
@@ -234,7 +238,7 @@ def small_collectives(
         mesh_shape=(data, model),
         pmapc_fn=nested(body),
         pmapc_args=(x,),
-        shard_fn=shard_map_jit(body, mesh_of(data, model), specs, specs[0]),
+        shard_fn=shard_map_jit(body, mesh_of(data, model, devices), specs, specs[0]),
         shard_args=(x,),
         shard_in_specs=specs,
         comparable=lambda pm, sm: [(np.asarray(pm), np.asarray(sm))],
@@ -251,9 +255,14 @@ def small_collectives(
     )
 
 
-def latency_loop(trips=100) -> Workload:
+def latency_loop(trips=100, data=2, model=4, devices=None) -> Workload:
     return small_collectives(
-        f"W3 fori {2 * trips} psums 2x4", alternating_psum_loop(2, 4, trips), trips
+        f"W3 fori {2 * trips} psums {data}x{model}",
+        alternating_psum_loop(data, model, trips),
+        trips,
+        data,
+        model,
+        devices=devices,
     )
 
 

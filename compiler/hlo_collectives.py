@@ -153,6 +153,15 @@ class HloCollectives:
         return [*reached, *(i for i in range(len(self.collectives)) if i not in reached)]
 
 
+def opcode_count(hlo_text: str, opcode: str) -> int:
+    """How many instructions of an HLO module's text run `opcode`, synchronously or as
+    an async `-start`/`-done` pair (counted once); e.g. XLA's native
+    `ragged-all-to-all`, which the collectives of KINDS leave out."""
+    opcodes = (_INSTRUCTION.match(line) for line in hlo_text.splitlines())
+    names = (match.group(3) for match in opcodes if match is not None)
+    return sum(1 for name in names if name in (opcode, f"{opcode}-start"))
+
+
 def parse(hlo_text: str, device_count: int | None = None) -> HloCollectives:
     """The collectives and the call graph of an HLO module's text; `device_count`
     (default: replica_count x num_partitions of the module) sizes `{}` groups."""

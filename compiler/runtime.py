@@ -219,13 +219,24 @@ class Executable:
         compile_for = (
             xla.compile_partitioned if self.form is Target.PARTITIONS else xla.compile_replicated
         )
-        self.loaded = compile_for(module, self.devices, compiler_options, host_callbacks)
+        try:
+            self.loaded = compile_for(module, self.devices, compiler_options, host_callbacks)
+        except jax.errors.JaxRuntimeError as error:
+            if not mesh_devices.compiles_only(self.devices):
+                raise
+            raise DeviceError(refused_for_topology(self.devices, error)) from None
         self.jax_mesh = mesh_devices.jax_mesh(self.mesh, self.devices)
         self.in_shardings = [NamedSharding(self.jax_mesh, s.spec()) for s in self.arguments]
         self.out_shardings = [NamedSharding(self.jax_mesh, s.spec()) for s in self.results]
-        self.handlers = xla.result_handlers(
-            [(s.shape, s.dtype, sharding) for s, sharding in zip(self.results, self.out_shardings)],
-            self.form,
+        # A topology's devices (mesh_devices.compiles_only): compiled, never run here.
+        self.runs_here = not mesh_devices.compiles_only(self.devices)
+        self.handlers = (
+            xla.result_handlers(
+                [(s.shape, s.dtype, sh) for s, sh in zip(self.results, self.out_shardings)],
+                self.form,
+            )
+            if self.runs_here
+            else []
         )
         self.process_indices = sorted({d.process_index for d in self.devices})
         self.spans_processes = len(self.process_indices) > 1
@@ -236,6 +247,8 @@ class Executable:
         """Run on global arrays (checked against the signature); on a mesh across
         processes, also on process-local values (compiler/processes.py), and then
         give this process's part of each result."""
+        if not self.runs_here:
+            raise DeviceError(not_runnable_here(self.devices))
         if self.spans_processes and not processes.holds_global_values(arguments):
             return self._run_process_local(arguments)
         for index, value in enumerate(arguments):
@@ -254,6 +267,8 @@ class Executable:
 
     def run(self, arguments) -> list[jax.Array]:
         """Run on global arrays already known to fit the signature (the fast path)."""
+        if not self.runs_here:
+            raise DeviceError(not_runnable_here(self.devices))
         placed = xla.place(arguments, self.in_shardings)
         with self._lock:
             outputs = xla.execute(self.loaded, placed, self.handlers)
@@ -279,3 +294,29 @@ class Executable:
                 f"got {np.dtype(dtype) if dtype else type(value).__name__}"
                 f"{list(shape)}"
             )
+
+
+def refused_for_topology(devices: Sequence[xla.Device], error: Exception) -> str:
+    """XLA's refusal to compile for some of a topology's devices, with the count it
+    has (XLA:TPU on v5e compiles only for a whole slice)."""
+    count = len(xla.client_of(devices).devices())
+    lines = str(error).strip().splitlines() or [type(error).__name__]
+    compiler = f"XLA:{devices[0].platform.upper()}"
+    if len(devices) == count:
+        return f"{compiler} refused to compile the nest for the topology: {lines[0]}"
+    return (
+        f"{compiler} refused to compile the nest for {len(devices)} of the topology's "
+        f"{count} devices: {lines[0]}; compile for the whole topology (a nest of {count} "
+        f"positions) or name a topology of {len(devices)} devices"
+    )
+
+
+def not_runnable_here(devices: Sequence[xla.Device]) -> str:
+    """Why a program compiled for a topology's devices does not run in this process."""
+    kinds = ", ".join(sorted({f"{d.platform} ({d.device_kind})" for d in devices}))
+    return (
+        f"this program was compiled for {len(devices)} {kinds} device(s) of a topology, "
+        "which XLA compiles for without them and which this process does not have; run it "
+        "where those devices are, or compile it for this process's devices (devices= left "
+        "out, or jax.devices())"
+    )

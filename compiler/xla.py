@@ -18,6 +18,7 @@ Every private JAX import pmapc needs for this lives here.
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Sequence
 
 import jax
@@ -33,6 +34,7 @@ from jax._src.lib import xla_client as _xla_client  # pyright: ignore[reportPriv
 
 from pmapc import ir
 from pmapc.compiler import manual
+from pmapc.lowering import jax_api
 from pmapc.lowering.jax_api import Device
 
 
@@ -84,14 +86,26 @@ def _compile_options(devices, *, replicas: int, partitions: int, compiler_option
         num_replicas=replicas,
         num_partitions=partitions,
         device_assignment=np.array(devices).reshape(replicas, partitions),
-        backend=backend(devices[0].platform),
+        backend=client_of(devices),
         env_options_overrides=compiler_options,
     )
 
 
+def client_of(devices: Sequence[Device]):
+    """The XLA client of `devices`: the backend that runs them, or for a topology's
+    devices XLA's compile-only client of that topology (no live backend of their
+    platform need exist in this process)."""
+    return devices[0].client
+
+
 def _load(module: ir.Module, devices, options, host_callbacks: Sequence):
+    """The executable of `module` for `devices`: loaded onto them, or, for a
+    topology's devices (`jax_api.compiles_only`), compiled only: an executable that
+    tells what XLA made (its HLO, memory, cost) and that nothing here can run."""
     extra = {"host_callbacks": list(host_callbacks)} if host_callbacks else {}
-    return backend(devices[0].platform).compile_and_load(
+    client = client_of(devices)
+    compile = client.compile if jax_api.compiles_only(devices[0]) else client.compile_and_load
+    return compile(
         module,
         executable_devices=_xla_client.DeviceList(tuple(devices)),
         compile_options=options,
@@ -114,12 +128,12 @@ def hlo_text(computation) -> str:
     return computation.as_hlo_module().to_string(_hlo.HloPrintOptions.short_parsable())
 
 
-def estimated_cost(computation, platform: str) -> dict[str, float]:
-    """XLA's cost estimate of an HLO computation before compilation."""
-    client = backend(platform)
+def estimated_cost(computation, client) -> dict[str, float]:
+    """XLA's cost estimate of an HLO computation before compilation, by `client`
+    (`client_of` the devices, or `backend`)."""
     if _xla_bridge.using_pjrt_c_api(client):
         raise NotImplementedError(
-            f"XLA estimates no cost before compiling on platform '{platform}'; use "
+            f"XLA estimates no cost before compiling on platform '{client.platform}'; use "
             "compile().cost_analysis()"
         )
     return dict(_jax.hlo_module_cost_analysis(client, computation.as_hlo_module()))
@@ -163,8 +177,13 @@ def execute(executable, arguments: Sequence[jax.Array], handlers: list) -> list[
     return results.consume_with_handlers(handlers)
 
 
-def cost_analysis(executable) -> dict[str, float]:
-    return dict(executable.cost_analysis())
+def cost_analysis(executable) -> dict[str, float] | None:
+    """XLA's cost estimate of a compiled program; None where the backend gives none
+    (XLA:GPU's PJRT plugin), as `jax.stages.Compiled.cost_analysis` returns."""
+    try:
+        return dict(executable.cost_analysis())
+    except jax.errors.JaxRuntimeError:  # the plugin implements no cost analysis
+        return None
 
 
 def memory_analysis(executable):
@@ -185,6 +204,15 @@ def optimized_hlo_text(executable) -> str | None:
     except (AttributeError, NotImplementedError, RuntimeError):  # XlaRuntimeError included
         return None
     return modules[0].to_string() if modules else None
+
+
+def register_plugins() -> None:
+    """Have JAX find and register its PJRT plugins now (it does so once per process,
+    when a backend or a topology is first asked for): the CUDA one of the targets
+    extra, which `pmapc` commands load with its notes kept off the terminal (on a
+    machine without a GPU it says so on load; jax 0.10's from C++). Starts no backend."""
+    logging.getLogger("jax_plugins.xla_cuda12").setLevel(logging.ERROR)
+    _xla_bridge._discover_and_register_pjrt_plugins()
 
 
 def use_host_devices(count: int) -> None:

@@ -33,10 +33,12 @@ import jax
 import jax.extend.core
 import numpy as np
 from jax._src import api_util as _api_util
+from jax._src import callback as _callback
 from jax._src import checkify as _checkify
 from jax._src import compilation_cache as _compilation_cache
 from jax._src import config as _config
 from jax._src import core as _core
+from jax._src import debugging as _debugging
 from jax._src import dispatch as _dispatch
 from jax._src import effects as _effects
 from jax._src import linear_util as _lu
@@ -52,6 +54,7 @@ from jax._src.interpreters import batching as _batching
 from jax._src.interpreters import partial_eval as _pe
 from jax._src.lax import lax as _lax
 from jax._src.lax import parallel as _parallel
+from jax._src.lib import _jax  # pyright: ignore[reportPrivateImportUsage]
 from jax.extend.core import Primitive
 from jax.interpreters import ad as _ad_public
 from jax.interpreters import batching as _batching_public
@@ -90,6 +93,25 @@ if TYPE_CHECKING:  # `jax.Device` is an alias JAX assigns, which type checkers r
     from jaxlib._jax import Device
 else:
     Device = jax.Device
+
+
+# The primitives of host callbacks: `jax.pure_callback`, `io_callback`,
+# `jax.debug.callback` and `jax.debug.print` (its own primitive since 0.10).
+HOST_CALLBACK_PRIMITIVES = frozenset(
+    (
+        _callback.pure_callback_p,
+        _callback.io_callback_p,
+        _debugging.debug_callback_p,
+        _debugging.debug_print_p,
+    )
+)
+
+
+def compiles_only(device: Device) -> bool:
+    """Whether `device` is one that XLA compiles for but this process cannot run on:
+    a device of a topology (`jax.experimental.topologies`), whose client is XLA's
+    compile-only one (what JAX's ahead-of-time compile for a TPU pod uses)."""
+    return isinstance(getattr(device, "client", None), _jax.CompileOnlyPyClient)
 
 
 def collective_primitive(collective: Collective) -> Primitive:

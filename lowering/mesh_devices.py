@@ -19,7 +19,7 @@ import numpy as np
 from jax.sharding import Mesh as JaxMesh
 
 from pmapc.errors import DeviceError
-from pmapc.lowering import jax_messages
+from pmapc.lowering import jax_api, jax_messages
 from pmapc.lowering.jax_api import Device
 from pmapc.mesh import Mesh
 
@@ -77,10 +77,22 @@ def pick_devices(mesh: Mesh, devices: Sequence[Device] | None, backend: str | No
             "devices= mixes platforms "
             f"({sorted({d.platform for d in devices})}); use devices of one kind"
         )
+    if compiles_only(devices):
+        return devices  # a topology's: its values are global (see `compiles_only`)
     count = jax.process_count(devices[0].platform)
     if count > 1:
         check_process_rows(mesh, [d.process_index for d in devices], count)
     return devices
+
+
+def compiles_only(devices: Sequence[Device]) -> bool:
+    """Whether `devices` are a topology's (`jax.experimental.topologies`): devices XLA
+    compiles for that this process cannot run on, such as a TPU pod's or a GPU
+    cluster's seen from a CPU machine. A program for them is compiled ahead of time
+    from global shapes (as `jax.jit`'s `lower(...).compile()` takes them), so the
+    process-local convention's layout (whole rows of the outermost axis on each
+    process) does not constrain its mesh; it is checked where the program runs."""
+    return any(jax_api.compiles_only(device) for device in devices)
 
 
 def process_major_devices(mesh: Mesh, available: Sequence[Device]) -> list:
@@ -158,6 +170,16 @@ def jax_mesh(mesh: Mesh, devices) -> JaxMesh:
     """`mesh` over `devices`, given in mesh order, as a `jax.sharding.Mesh`."""
     grid = np.array(list(devices), dtype=object).reshape(mesh.axis_sizes)
     return JaxMesh(grid, mesh.axis_names)
+
+
+def listed(devices) -> list:
+    """`devices=` as given (a sequence, a device array or a `jax.sharding.Mesh`, or None:
+    none) as a flat list, in order."""
+    if devices is None:
+        return []
+    if isinstance(devices, JaxMesh):
+        return list(devices.devices.flat)
+    return list(np.asarray(devices, dtype=object).flat)
 
 
 def device_list(mesh: Mesh, devices) -> list:

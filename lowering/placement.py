@@ -20,9 +20,9 @@ from jax.sharding import AbstractMesh, AxisType, NamedSharding, PartitionSpec
 from jax.sharding import Mesh as JaxMesh
 
 from pmapc import dialect, folding, layout
-from pmapc.errors import AxisError, FoldError
+from pmapc.errors import AxisError, FoldError, SourceLoc, UnsupportedError
 from pmapc.layout import Chain
-from pmapc.lowering import fold, jax_api, mesh_devices, primitives
+from pmapc.lowering import fold, jax_api, jax_frames, mesh_devices, primitives
 from pmapc.mesh import Mesh
 
 
@@ -48,20 +48,81 @@ def place_nest(
         listed = mesh_devices.device_list(mesh, devices)
         repeats = any(device in listed[:i] for i, device in enumerate(listed))
         if repeats and len(listed) == mesh.size:
-            return _checked(fold_from_list(mesh, sizes, listed))
+            return _checked(fold_from_list(mesh, sizes, listed), jaxpr)
     else:
         onto = jax_api.FOLD_ONTO.value
         if onto is not None and len(onto) < mesh.size:
             count = folding.fold_count(sizes, mesh.size, len(onto))
             assert count is not None, "every nest folds onto one device"
-            return _checked(fold.Fold(tuple(onto[:count]), mesh.size))
+            return _checked(fold.Fold(tuple(onto[:count]), mesh.size), jaxpr)
         if onto is not None:
             devices = list(onto[: mesh.size])
     if devices is None and len(jax.devices(backend)) < mesh.size:
         return AbstractMesh(
             mesh.axis_sizes, mesh.axis_names, axis_types=(AxisType.Auto,) * len(mesh.axis_names)
         )
-    return mesh_devices.jax_mesh(mesh, mesh_devices.pick_devices(mesh, devices, backend))
+    picked = mesh_devices.pick_devices(mesh, devices, backend)
+    check_host_callbacks(jaxpr, picked)
+    return mesh_devices.jax_mesh(mesh, picked)
+
+
+def check_host_callbacks(jaxpr, devices) -> None:
+    """Refuse host callbacks in a nest for devices where JAX does not lower them to the
+    custom call pmapc runs once per device (`dialect.HOST_CALLBACK_TARGETS`): on TPU
+    JAX lowers one to host send/recv pairs bound to its channels, which pmapc's passes
+    do not carry; for a topology's GPUs JAX lowers it with this process's GPU backend,
+    which a machine without one lacks."""
+    reason = _callbacks_refused(devices)
+    if reason is None:
+        return
+    eqn = first_host_callback(jaxpr.jaxpr)
+    if eqn is None:
+        return
+    error = UnsupportedError(
+        f"a host callback ('{eqn.primitive.name}') in a nest for {devices[0].platform} "
+        f"devices: {reason}; leave it out of the nest there (print or call back outside "
+        "the outermost map), or run the nest on CPU or GPU devices of this process"
+    )
+    where = jax_frames.user_line(eqn)
+    raise error.at(SourceLoc(*where, 0)) if where is not None else error
+
+
+def _callbacks_refused(devices) -> str | None:
+    platform = devices[0].platform
+    if platform == "tpu":
+        return "JAX lowers it on TPU to host send/recv ops, which pmapc's passes do not carry"
+    if mesh_devices.compiles_only(devices):
+        return (
+            "JAX lowers it for a GPU with the GPU backend of this process, and a "
+            "topology's devices have none here"
+        )
+    return None
+
+
+def first_host_callback(jaxpr):
+    """The first host-callback equation of `jaxpr` or of a jaxpr inside it (None: none)."""
+    for eqn in jaxpr.eqns:
+        if eqn.primitive in jax_api.HOST_CALLBACK_PRIMITIVES:
+            return eqn
+        for sub in jax_api.jaxprs_in(eqn.params):
+            found = first_host_callback(sub)
+            if found is not None:
+                return found
+    return None
+
+
+def nest_devices(jaxpr) -> list | None:
+    """The devices of the first outermost map in `jaxpr` (a traced function around a
+    nest) or a jaxpr inside it, in mesh order; None where there is none, or its mesh
+    is abstract (too few devices to stage it on)."""
+    for eqn in jaxpr.eqns:
+        if eqn.primitive is primitives.map_p and isinstance(eqn.params["mesh"], JaxMesh):
+            return list(eqn.params["mesh"].devices.flat)
+        for sub in jax_api.jaxprs_in(eqn.params):
+            found = nest_devices(sub)
+            if found is not None:
+                return found
+    return None
 
 
 def devices_for(mesh: Mesh, devices) -> list | None:
@@ -111,13 +172,14 @@ def fold_counts_text(chains: list[list[int]], positions: int) -> str:
     return ", ".join(map(str, counts[:-1])) + f" or {counts[-1]}"
 
 
-def _checked(folded: fold.Fold) -> fold.Fold:
-    """Refuse a fold across processes."""
+def _checked(folded: fold.Fold, jaxpr) -> fold.Fold:
+    """Refuse a fold across processes, and host callbacks its devices do not run."""
     if len({device.process_index for device in folded.devices}) > 1 or jax.process_count() > 1:
         raise FoldError(
             "a nest folded onto fewer devices runs in one process; with several processes "
             "give the nest one device per position"
         )
+    check_host_callbacks(jaxpr, folded.devices)
     return folded
 
 

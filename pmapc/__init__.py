@@ -10,6 +10,7 @@ that calls it.
 from importlib import metadata as _metadata
 
 from pmapc.api import MappedFunction, fold_onto, lower, pmap, use_host_devices
+from pmapc.compiler.targets import target_devices
 from pmapc.errors import (
     ArgumentError,
     AxisError,
@@ -48,5 +49,6 @@ __all__ = [
     "fold_onto",
     "lower",
     "pmap",
+    "target_devices",
     "use_host_devices",
 ]

@@ -218,13 +218,17 @@ class MappedFunction:
     def _checked_run(self, args) -> Callable:
         """For a call that checks its donations or runs across processes (or is the
         first): check the donations, and the function that runs the call."""
+        devices = mesh_devices.listed(self.devices)
+        runs_here = not (devices and mesh_devices.compiles_only(devices))
+        if not runs_here and jax_api.tracing_is_idle():  # a call, not a jax.jit's trace
+            raise at_user_call_site(DeviceError(runtime.not_runnable_here(devices))) from None
         if self.donate_argnums:
             try:
                 check_donations(self.spec.name, self.donate_argnums, args)
             except PmapcError as error:
                 raise at_user_call_site(error) from None
         several_processes = processes.process_count() > 1
-        self._direct = not (self.donate_argnums or several_processes)
+        self._direct = runs_here and not (self.donate_argnums or several_processes)
         if several_processes:
             return lambda *args, **kwargs: self._call_across_processes(args, kwargs)
         return self._jitted
@@ -433,6 +437,8 @@ def lower(
         staged, devices, backend = (fun if hasattr(fun, "trace") else jax.jit(fun)), None, None
     traced = staged.trace(*args, **kwargs)
     traced_at = time.perf_counter()
+    if devices is None:  # a function around a map: the devices its outermost map found
+        devices = placement.nest_devices(traced.jaxpr)
     # JAX named the arguments of `outermost(*args)`; name them after the user's.
     names = (
         trace.argument_names(fun.spec.fun, traced.in_tree, static_argnums)

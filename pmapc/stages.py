@@ -149,10 +149,8 @@ class Lowered(_Signed):
 
     def cost_analysis(self) -> dict[str, float]:
         """XLA's cost estimate (flops, bytes accessed, ...) before compilation."""
-        platform = (
-            self.devices[0].platform if self.devices else self.backend or jax.default_backend()
-        )
-        return xla.estimated_cost(self.compiler_ir("hlo"), platform)
+        client = xla.client_of(self.devices) if self.devices else xla.backend(self.backend)
+        return xla.estimated_cost(self.compiler_ir("hlo"), client)
 
     def plan(self):
         """The communication plan: which devices talk in each collective and the bytes
@@ -225,8 +223,10 @@ class Compiled(_Signed):
         """The HLO XLA compiled, after its optimizations."""
         return xla.compiled_hlo_text(self.executable.loaded)
 
-    def cost_analysis(self) -> dict[str, float]:
-        """XLA's cost estimate of the per-device program (flops, bytes accessed, ...)."""
+    def cost_analysis(self) -> dict[str, float] | None:
+        """XLA's cost estimate of the per-device program (flops, bytes accessed, and on
+        TPU `optimal_seconds`, XLA:TPU's estimate of a run's time); None where the
+        backend gives none (XLA:GPU)."""
         return xla.cost_analysis(self.executable.loaded)
 
     def memory_analysis(self):

@@ -3,25 +3,27 @@
     .venv/bin/python scripts/gpu_check.py [--quick] [--checks 1,2,3,4,5]
 
 This module owns those checks and the table they print; the programs, the recorded
-values and the benchmark peers are the test suite's and benchmarks/'s. On a machine
-whose JAX finds no GPU it prints one line and exits 0. With a GPU:
+values and the benchmark peers are the test suite's and benchmarks/'s.
+
+2. on any machine (no GPU needed; the CUDA plugin of `pip install 'pmapc[targets]'`):
+   the benchmark workloads, W4 chains and the examples compiled for 8 H100s by
+   XLA:GPU itself (`pmapc.target_devices("gpu:h100:1x1x8")`, compiler/targets.py),
+   by pmapc and by `jax.jit(shard_map)`: compile seconds and the collectives of each
+   compiled HLO (nothing runs). Without the plugin its row says so ("not run").
+
+With a GPU, also:
 
 1. the goldens (tests/py: golden_programs.py and golden_generated.py; every 10th of the
    generated ones with --quick) folded onto the one GPU (`pmapc.fold_onto`), against
    the values JAX 0.4.30's nested `jax.pmap` recorded, compared as test_fold.py does;
-2. in a child process started with `jax_mock_gpu_topology=1x1x8` and
-   `jax_cuda_visible_devices=0` (8 mock GPUs, a mock NCCL): the benchmark workloads,
-   W4 chains and the examples lowered and compiled by pmapc against `jax.jit(shard_map)`:
-   compile seconds and the collectives of each compiled HLO (values under the mock mean
-   nothing, so nothing runs);
 3. benchmarks/folded.py (W1-W3 folded onto the GPU against nested `jax.vmap`), as a
    child process, its ratios;
 4. 200 un-blocked eager calls of a folded 2x4 psum nest against its nested vmap;
 5. `jax.pure_callback` and `jax.debug.callback` in a folded nest, against numpy.
 
-Each check turns an exception into a FAILED cell; the exit status is 1 when any failed.
-`pmapc.use_host_devices` is not called here (the examples the mock child imports call
-it before its JAX starts: it sets only the child's CPU device count).
+On a machine whose JAX finds no GPU it says so and runs check 2 alone. Each check
+turns an exception into a FAILED cell; the exit status is 1 when any failed.
+`pmapc.use_host_devices` is not called here.
 """
 
 from __future__ import annotations
@@ -30,7 +32,6 @@ import argparse
 import builtins
 import dataclasses
 import functools
-import importlib.util
 import json
 import os
 import re
@@ -47,6 +48,7 @@ import compile_scaling  # noqa: E402
 import hlo_stats  # noqa: E402
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
+import targets  # noqa: E402
 import workloads  # noqa: E402
 from golden_generated import PROGRAMS as GENERATED  # noqa: E402
 from golden_programs import PROGRAMS, Program, evaluate  # noqa: E402
@@ -57,13 +59,14 @@ from test_golden_generated import assert_same_array  # noqa: E402
 from test_goldens import GOLDENS, recorded_for  # noqa: E402
 
 import pmapc  # noqa: E402
+from pmapc.compiler import targets as pmapc_targets  # noqa: E402
 
-MOCK_CHILD = "--mock-child"  # the hidden flag of check 2's child process
-ROW_MARK = "gpu_check-row "  # the child prints each row as this mark and JSON
+ROW_MARK = "gpu_check-row "  # a child process prints each row as this mark and JSON
 CHILD_TIMEOUT_S = 600
-MOCK_DEVICES = 8
-MOCK_CHECK = "2 mock 8 GPUs"
-MOCK_RAN = "jax_mock_gpu_topology=1x1x8, jax_cuda_visible_devices=0"
+AOT_TARGET = "gpu:h100:1x1x8"
+AOT_CHECK = "2 AOT 8 H100s"
+AOT_RAN = f"XLA:GPU without a GPU, target {AOT_TARGET}"
+AOT_ONLY = ("2",)  # the checks that need no GPU
 
 
 @dataclasses.dataclass(frozen=True)
@@ -284,121 +287,67 @@ def check_goldens(devices: Sequence, cases: Sequence[GoldenCase]) -> Row:
 
 
 # ----------------------------------------------------------------------------
-# Check 2: compiled for 8 mock GPUs (in a child process)
+# Check 2: compiled for 8 H100s by XLA:GPU, deviceless (any machine)
 
 
-def compile_seconds(function: Callable, args: Sequence) -> tuple[float, str]:
-    """Seconds of `function.lower(*args).compile()`, and the compiled HLO text."""
+def compile_seconds(compile_once: Callable) -> tuple[float, str]:
+    """Seconds of `compile_once()` (a `lower(...).compile()`), and the compiled HLO text."""
     start = time.perf_counter()
-    compiled = function.lower(*args).compile()
+    compiled = compile_once()
     return time.perf_counter() - start, compiled.as_text()
 
 
-def compile_row(
-    name: str, pmapc_fn: Callable, pmapc_args: Sequence, shard_fn=None, shard_args=()
-) -> Row:
-    """pmapc's compile of a program against `jax.jit(shard_map)`'s, with their collectives."""
-    count = len(jax.devices())
-    ours_s, ours_hlo = compile_seconds(pmapc_fn, pmapc_args)
+def compile_row(program: targets.Program, devices: Sequence) -> Row:
+    """pmapc's compile of a program for `devices` against `jax.jit(shard_map)`'s, with
+    the collectives of each compiled HLO."""
+    count = len(devices)
+    ours_s, ours_hlo = compile_seconds(lambda: targets.compile_pmapc(program, devices))
     result = f"pmapc {ours_s:.2f} s; {collectives_summary(ours_hlo, count)}"
-    if shard_fn is None:
-        return Row(MOCK_CHECK, f"compile {name}", result, "none (no shard_map)", "compiled")
-    peer_s, peer_hlo = compile_seconds(shard_fn, shard_args)
+    name = f"compile {program.name}"
+    if program.shard_fn is None:
+        return Row(AOT_CHECK, name, result, "none (no shard_map)", "compiled")
+    peer_s, peer_hlo = compile_seconds(lambda: targets.compile_shard_map(program))
     peer = f"jax.jit(shard_map) {peer_s:.2f} s; {collectives_summary(peer_hlo, count)}"
-    return Row(MOCK_CHECK, f"compile {name}", result, peer, f"ratio {ours_s / peer_s:.2f}")
+    return Row(AOT_CHECK, name, result, peer, f"ratio {ours_s / peer_s:.2f}")
 
 
-def workload_row(build: Callable[[], workloads.Workload]) -> Row:
-    workload = build()
-    return compile_row(
-        workload.name,
-        workload.pmapc_fn,
-        workload.pmapc_args,
-        workload.shard_fn,
-        workload.shard_args,
-    )
-
-
-def w4_chain(count: int) -> workloads.Workload:
+def w4_chain(count: int, devices: Sequence) -> workloads.Workload:
     """W4's body (compile_scaling.chain_body): `count` psums alternating data/model."""
     body = compile_scaling.chain_body(count)
     name = f"W4 chain of {count} psums 2x4"
-    return workloads.small_collectives(name, body, count // 2, width=compile_scaling.WIDTH)
+    return workloads.small_collectives(
+        name, body, count // 2, width=compile_scaling.WIDTH, devices=devices
+    )
 
 
-def load_example(name: str):
-    """examples/<name>.py as a module (its `main` does not run)."""
-    path = ROOT / "examples" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"example_{name}", path)
-    assert spec is not None and spec.loader is not None, path
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def mlp_training_args(example) -> list[np.ndarray]:
-    """Zero arguments of examples/mlp_training.py's `train_step`, in its shapes."""
-    w1 = np.zeros((example.D_IN, example.HIDDEN), np.float32)
-    w2 = np.zeros((example.HIDDEN, example.D_OUT), np.float32)
-    x = np.zeros((example.DATA, example.BATCH, example.D_IN), np.float32)
-    y = np.zeros((example.DATA, example.BATCH, example.D_OUT), np.float32)
-    return [*example.split_weights(w1, w2), x, y]
-
-
-def mock_programs(quick: bool, quickstart, mlp_training) -> list[Callable[[], Row]]:
-    """Check 2's programs, each a thunk that compiles it and gives its row."""
+def aot_programs(quick: bool, devices: Sequence) -> list[Callable[[], Row]]:
+    """Check 2's programs for `devices` (8 of them), each a thunk that compiles it and
+    gives its row: W1-W3 and W4 chains (benchmarks/), the examples (benchmarks/targets.py
+    sizes them by their arguments), abstract arguments throughout."""
     builds = [
-        lambda: workloads.mlp(2, 4),
-        lambda: workloads.mlp(4, 2),
-        lambda: workloads.unshard("sum"),
-        lambda: workloads.unshard("scale"),
-        workloads.latency_loop,
-        *[functools.partial(w4_chain, count) for count in ((10,) if quick else (10, 100))],
+        lambda: workloads.mlp(2, 4, devices=devices),
+        lambda: workloads.mlp(4, 2, devices=devices),
+        lambda: workloads.unshard("sum", devices=devices),
+        lambda: workloads.unshard("scale", devices=devices),
+        lambda: workloads.latency_loop(devices=devices),
+        *[functools.partial(w4_chain, n, devices) for n in ((10,) if quick else (10, 100))],
     ]
-    thunks = [functools.partial(workload_row, build) for build in builds]
-    x = np.zeros((2, 4, 3), np.float32)
-    thunks.append(lambda: compile_row("examples/quickstart.py", quickstart.step, [x]))
-    args = mlp_training_args(mlp_training)
-    thunks.append(lambda: compile_row("examples/mlp_training.py", mlp_training.train_step, args))
-    return thunks
+    programs = [lambda build=build: targets.from_workload(build(), devices) for build in builds]
+    programs.append(lambda: targets.example_programs(devices)[0])  # quickstart
+    programs.append(lambda: targets.example_programs(devices)[1])  # mlp_training
+    return [lambda program=program: compile_row(program(), devices) for program in programs]
 
 
-def start_mock_gpus() -> str | None:
-    """Start JAX on 8 mock GPUs (REFERENCE.md's settings); why not, or None."""
-    try:
-        jax.config.update("jax_mock_gpu_topology", "1x1x8")
-        jax.config.update("jax_cuda_visible_devices", "0")
-        jax.config.update("jax_platforms", "cuda,cpu")  # a CUDA that fails to start raises
-        gpus = jax.devices("gpu")
-    except Exception as error:  # this JAX, or its CUDA plugin, refuses the mock
-        return f"{type(error).__name__}: {first_line(error)}"
-    if len(gpus) != MOCK_DEVICES:
-        return f"the mock topology gave {len(gpus)} GPU(s), not {MOCK_DEVICES}"
-    return None
-
-
-def mock_child(quick: bool) -> int:
-    """Check 2's child process: print each program's row as it is compiled."""
-    # before JAX starts: each example calls pmapc.use_host_devices(8) when it loads
-    quickstart, mlp_training = load_example("quickstart"), load_example("mlp_training")
-    refusal = start_mock_gpus()
-    if refusal is not None:
-        print(row_line(Row(MOCK_CHECK, MOCK_RAN, f"not run: {refusal}", "-", "not run")))
-        return 0
-    for thunk in mock_programs(quick, quickstart, mlp_training):
-        for row in guarded(MOCK_CHECK, lambda thunk=thunk: [thunk()]):
-            print(row_line(row), flush=True)
-    return 0
-
-
-def check_mock_compile(quick: bool) -> list[Row]:
-    """Check 2's rows, from a child process (the mock must be set before JAX starts)."""
-    command = [sys.executable, str(Path(__file__).resolve()), MOCK_CHILD]
-    stdout, failure = run_child([*command, *(["--quick"] if quick else [])], CHILD_TIMEOUT_S)
-    rows = parse_rows(stdout)
-    if failure is not None or not rows:
-        why = failure or "the child printed no rows"
-        rows.append(Row(MOCK_CHECK, MOCK_RAN, f"FAILED: child {why}", "-", "FAILED", failed=True))
+def check_aot_compile(quick: bool) -> list[Row]:
+    """Check 2's rows: every program compiled for 8 H100s by XLA:GPU on this machine
+    (compiler/targets.py), or one row saying why this environment cannot."""
+    missing = pmapc_targets.plugin_missing("gpu")
+    if missing is not None:
+        return [Row(AOT_CHECK, AOT_RAN, f"not run: {missing}", "-", "not run")]
+    devices = pmapc.target_devices(AOT_TARGET)
+    rows = []
+    for thunk in aot_programs(quick, devices):
+        rows += guarded(AOT_CHECK, lambda thunk=thunk: [thunk()])
     return rows
 
 
@@ -508,7 +457,7 @@ def gpu_checks(devices: Sequence, quick: bool) -> list[tuple[str, str, Callable[
     stride = 10 if quick else 1
     return [
         ("1", "1 goldens folded", lambda: [check_goldens(devices, golden_cases(stride))]),
-        ("2", MOCK_CHECK, lambda: check_mock_compile(quick)),
+        ("2", AOT_CHECK, lambda: check_aot_compile(quick)),
         ("3", "3 folded vs vmap", lambda: check_folded(quick)),
         ("4", "4 eager dispatch", lambda: [check_dispatch(devices)]),
         ("5", "5 host callbacks", lambda: [check_pure_callback(devices)]),
@@ -524,11 +473,11 @@ def gpus() -> list:
         return []
 
 
-def report(rows: Sequence[Row], device: jax.Device, quick: bool) -> None:
+def report(rows: Sequence[Row], card: str, quick: bool) -> None:
     """The header line, the table and, below it, each failure by name."""
     mode = " (--quick)" if quick else ""
     versions = f"JAX {jax.__version__}, pmapc {pmapc.__version__}"
-    print(f"gpu_check{mode}: card {device.device_kind}, {versions}")
+    print(f"gpu_check{mode}: card {card}, {versions}")
     print()
     print(render_table(rows))
     for row in rows:
@@ -541,29 +490,35 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer programs and rounds")
     parser.add_argument("--checks", default="1,2,3,4,5", help="comma-separated check numbers")
-    parser.add_argument(MOCK_CHILD, action="store_true", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.mock_child:
-        return mock_child(args.quick)
     # the child processes share the one GPU: no process may take most of its memory
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     found = gpus()
+    wanted = args.checks.split(",")
     if not found:
-        print(f"gpu_check: no GPU found (jax backends: {jax.default_backend()}); nothing to check")
-        return 0
+        print(no_gpu_line(jax.default_backend()))
+        wanted = [number for number in wanted if number in AOT_ONLY]
     rows = []
     for number, label, run in gpu_checks(found[:1], args.quick):
-        if number not in args.checks.split(","):
+        if number not in wanted:
             continue
         start = time.perf_counter()
         rows += guarded(label, run)
         print(f"gpu_check: {label}: {time.perf_counter() - start:.0f} s", file=sys.stderr)
-    report(rows, found[0], args.quick)
+    if rows:
+        report(rows, found[0].device_kind if found else "none", args.quick)
     return 1 if any(row.failed for row in rows) else 0
+
+
+def no_gpu_line(backend: str) -> str:
+    return (
+        f"gpu_check: no GPU found (jax backends: {backend}); running the checks that need "
+        f"none ({', '.join(AOT_ONLY)})"
+    )
 
 
 if __name__ == "__main__":

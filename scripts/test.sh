@@ -52,20 +52,28 @@ find_newest_python() {
     return 1
 }
 
-# make_venv DIR PYTHON PIP_ARGS...: DIR with pmapc, its test tools and the libraries the
-# tests run on it (Flax, Optax: the extras test and libs) installed.
+# make_venv DIR PYTHON PIP_ARGS...: DIR with pmapc, its test tools, the libraries the
+# tests run on it (Flax, Optax: the extra libs) and XLA's TPU and GPU compilers (the
+# extra targets: libtpu and the CUDA PJRT plugin, about 1 GB), the plugin at the
+# installed jaxlib's release.
 make_venv() {
-    local venv=$1 python=$2
+    local venv=$1 python=$2 jaxlib
     shift 2
     [ -x "$venv/bin/python" ] || "$python" -m venv "$venv" || return 1
     "$venv/bin/python" -m pip install --quiet --upgrade pip >/dev/null 2>&1
-    "$venv/bin/python" -m pip install --quiet "$@" -e '.[test,libs]'
+    "$venv/bin/python" -m pip install --quiet "$@" -e '.[test,libs,targets]' || return 1
+    jaxlib=$("$venv/bin/python" -c 'from importlib import metadata; print(metadata.version("jaxlib"))')
+    "$venv/bin/python" -m pip install --quiet "jax-cuda12-pjrt==$jaxlib"
 }
 
 # run_checks DIR [PYTEST_ARGS...]: ruff, basedpyright, pytest and lit with DIR's tools.
 run_checks() {
     local venv=$1 status=0
     shift
+    # JAX on this machine's CPU only (with libtpu and the CUDA plugin installed, JAX
+    # would try to start a TPU and a GPU first); the tests that compile for TPU pods
+    # and GPU machines fail, rather than skip, where a plugin is missing.
+    export JAX_PLATFORMS=cpu PMAPC_REQUIRE_TARGETS=1
     "$venv/bin/ruff" check . || status=1
     "$venv/bin/ruff" format --check . || status=1
     "$venv/bin/python" scripts/typecheck.py || status=1
@@ -90,7 +98,8 @@ for leg in "${legs[@]}"; do
                 summary+=("oldest: no Python 3.10 or newer found"); status=1; continue; }
             pins=(--constraint /dev/stdin)
             pin_text="jax==$(oldest_jax)
-jaxlib==$(oldest_jax)"
+jaxlib==$(oldest_jax)
+jax-cuda12-pjrt==$(oldest_jax)"
             ;;
         newest)
             venv=.venv-newest

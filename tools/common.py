@@ -9,7 +9,8 @@ import sys
 from collections.abc import Iterator
 
 from pmapc import options
-from pmapc.errors import DiagnosticError, PmapcError, SourceLoc
+from pmapc.compiler import targets
+from pmapc.errors import DeviceError, DiagnosticError, PmapcError, SourceLoc
 
 
 def read_input(path: str, prog: str) -> str | None:
@@ -74,14 +75,20 @@ def stdout_to_stderr() -> Iterator[None]:
     """Send what is written to stdout inside the block to stderr: Python's `print`
     (sys.stdout) and writes to file descriptor 1 (a C library's, a subprocess's)."""
     sys.stdout.flush()
-    saved = _point_fd(1, at=2)
+    with _fd_pointed(1, at=2), contextlib.redirect_stdout(sys.stderr):
+        yield
+
+
+@contextlib.contextmanager
+def _fd_pointed(fd: int, at: int) -> Iterator[None]:
+    """`fd` writes where `at` does inside the block, and where it did after it."""
+    saved = _point_fd(fd, at)
     try:
-        with contextlib.redirect_stdout(sys.stderr):
-            yield
+        yield
     finally:
         sys.stderr.flush()
         if saved is not None:
-            os.dup2(saved, 1)
+            os.dup2(saved, fd)
             os.close(saved)
 
 
@@ -117,3 +124,41 @@ def option_type(kind: type[options.Option]):
 
 def option_metavar(kind: type[options.Option]) -> str:
     return "{" + ",".join(options.choices(kind)) + "}"
+
+
+def add_topology_option(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
+        "--topology",
+        metavar="NAME",
+        default=None,
+        help=f"compile for a GPU machine or TPU pod slice by name ({targets.EXAMPLES}) "
+        f"with XLA:GPU's or XLA:TPU's own compiler, on any machine, and {what}; needs "
+        f"{targets.INSTALL}",
+    )
+
+
+def topology_devices(name: str, count: int | None = None) -> list:
+    """The devices of the topology `name` (compiler/targets.py), the first `count` of
+    them if given. What libtpu and the CUDA plugin log while they describe it (harmless
+    notes that no TPU or GPU is attached) is kept off the user's terminal."""
+    with native_stderr_dropped():
+        devices = targets.target_devices(name)
+    if count is not None and count > len(devices):
+        raise DeviceError(
+            f"the mesh needs {count} devices, but the topology '{name}' has {len(devices)}; "
+            "name a larger one"
+        )
+    return devices if count is None else devices[:count]
+
+
+@contextlib.contextmanager
+def native_stderr_dropped() -> Iterator[None]:
+    """Drop what is written to file descriptor 2 inside the block (a C library's log
+    lines); Python's exceptions still propagate and are reported after it."""
+    sys.stderr.flush()
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        with _fd_pointed(2, at=devnull):
+            yield
+    finally:
+        os.close(devnull)

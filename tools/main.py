@@ -32,6 +32,8 @@ def main(argv: list[str]) -> int:
         print(version_line())
         return 0
     command, rest = argv[0], argv[1:]
+    if command in ("trace", "run", "plan"):  # the commands that start JAX's backends
+        quiet_plugins()
     if command == "opt":
         from pmapc.tools import opt
 
@@ -50,6 +52,16 @@ def main(argv: list[str]) -> int:
         return plan_cmd.main(rest)
     print(f"pmapc: error: unknown command '{command}'\n{USAGE}", file=sys.stderr)
     return 1
+
+
+def quiet_plugins() -> None:
+    """Register JAX's PJRT plugins with what they log on load dropped: with the targets
+    extra on a machine without a GPU, the CUDA plugin's notes that there is none."""
+    from pmapc.compiler import xla
+    from pmapc.tools.common import native_stderr_dropped
+
+    with native_stderr_dropped():
+        xla.register_plugins()
 
 
 def version_line() -> str:

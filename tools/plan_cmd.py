@@ -10,7 +10,11 @@ the mesh as a grid per collective, a letter per group; `--svg FILE` writes
 the same picture as SVG. `--xla` compiles the module for the mesh's devices (on
 CPU, as many virtual devices as the mesh needs) and puts next to each row the
 collective(s) XLA runs for it after its own passes, then XLA's collectives and
-the totals both ways (compiler/plan_xla.py).
+the totals both ways (compiler/plan_xla.py). `--topology NAME` compiles it (as
+`--xla`) for the first devices of a TPU pod slice or GPU machine by name
+(`tpu:v5e:16x16`, `gpu:h100:1x1x8`; compiler/targets.py), with XLA:TPU's or
+XLA:GPU's own compiler on any machine; pmapc IR is lowered for that platform
+(XLA's native ragged_all_to_all there).
 """
 
 from __future__ import annotations
@@ -18,9 +22,16 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pmapc.compiler import plan, plan_xla, xla
-from pmapc.errors import PmapcError
-from pmapc.tools.common import read_input, report_error, write_output
+from pmapc.compiler import driver, plan, plan_xla, xla
+from pmapc.errors import DeviceError, PmapcError
+from pmapc.options import ragged_form_for
+from pmapc.tools.common import (
+    add_topology_option,
+    read_input,
+    report_error,
+    topology_devices,
+    write_output,
+)
 from pmapc.tools.run_cmd import compile_module, prepare
 
 
@@ -36,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="compile for the mesh's devices and show the collectives XLA runs for each",
     )
+    add_topology_option(parser, "show what it runs for each collective (implies --xla)")
     add_picture_options(parser)
     parser.add_argument("-o", dest="output", default="-", help="output file ('-': stdout)")
     return parser
@@ -56,7 +68,10 @@ def main(argv: list[str]) -> int:
     if text is None:
         return 1
     try:
-        result = plan_of(compile_module(text, None, args.input), args.xla)
+        devices = None if args.topology is None else topology_devices(args.topology)
+        ragged = ragged_form_for({devices[0].platform} if devices else ())
+        compilation = compile_module(text, None, args.input, ragged=ragged)
+        result = plan_of(compilation, args.xla or devices is not None, devices)
     except (PmapcError, ValueError) as error:
         return report_error("pmapc plan", error, filename=args.input)
     write_output(
@@ -66,12 +81,22 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def plan_of(compilation, with_xla: bool) -> plan.Plan:
-    """The plan of a compilation; `with_xla`: compiled for the mesh's devices, with
-    what XLA runs for each collective."""
+def plan_of(compilation, with_xla: bool, devices: list | None = None) -> plan.Plan:
+    """The plan of a compilation; `with_xla`: compiled for the mesh's devices (the
+    first of `devices` if given, else of this process), with what XLA runs for each
+    collective."""
     if not with_xla:
         return plan.plan_of(compilation.module)
-    executable = prepare(compilation, None)
+    if devices is None:
+        executable = prepare(compilation, None)
+    else:
+        mesh = compilation.mesh
+        if len(devices) < mesh.size:
+            raise DeviceError(
+                f"the mesh {mesh} needs {mesh.size} devices, but the topology has "
+                f"{len(devices)}; name a larger one"
+            )
+        executable = driver.compile_for_devices(compilation, devices[: mesh.size])
     hlo_text = xla.optimized_hlo_text(executable.loaded)
     return plan_xla.plan_with_xla(compilation.module, hlo_text)
 

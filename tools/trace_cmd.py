@@ -13,10 +13,15 @@ and runs), `--emit=PASS` the IR after that pass, `--emit=plan` the
 communication plan (as `pmapc plan`, with its `--picture` and `--svg FILE`).
 `--replica-groups=dense` writes every collective's groups as device ids
 instead of mesh axes. `--fold-onto N` folds the nest onto N devices (as
-`pmapc.fold_onto`; on CPU, N virtual devices). `pmapc opt`'s MLIR instrumentation flags
-(`--mlir-print-ir-after-all`, `--mlir-print-ir-after=PASS`, `--mlir-timing`,
-...) run the passes once more on the traced IR and print on stderr what
-`pmapc opt` prints for them.
+`pmapc.fold_onto`; on CPU, N virtual devices). `--topology NAME` puts the nest
+on the devices of a TPU pod slice or GPU machine by name (`tpu:v5e:16x16`,
+`gpu:h100:1x1x8`; compiler/targets.py) and compiles it there with XLA:TPU's or
+XLA:GPU's own compiler: `--emit=hlo` then prints the HLO that compiler made and
+scheduled, `--emit=plan` the plan with what it runs for each collective. Each
+`--arg` is an abstract value (`jax.ShapeDtypeStruct`): no array is made.
+`pmapc opt`'s MLIR instrumentation flags (`--mlir-print-ir-after-all`,
+`--mlir-print-ir-after=PASS`, `--mlir-timing`, ...) run the passes once more
+on the traced IR and print on stderr what `pmapc opt` prints for them.
 
 Stdout holds only that output: FILE.py runs while it is imported and traced,
 and what it prints goes to stderr, so `pmapc trace f.py:g | pmapc opt -`
@@ -35,7 +40,6 @@ import sys
 from collections.abc import Callable
 
 import jax
-import numpy as np
 
 import pmapc
 from pmapc import ir
@@ -44,10 +48,12 @@ from pmapc.options import DEFAULT_GROUP_FORM, GroupForm
 from pmapc.passes import manager
 from pmapc.tools import opt, plan_cmd
 from pmapc.tools.common import (
+    add_topology_option,
     option_metavar,
     option_type,
     report_error,
     stdout_to_stderr,
+    topology_devices,
     write_output,
 )
 from pmapc.tools.user_file import TraceInputError, load_function, user_code_error
@@ -98,6 +104,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="fold every outermost map onto N devices (as pmapc.fold_onto with the first N "
         "devices; on CPU, N virtual devices): the traced IR and the plan of the folded nest",
     )
+    add_topology_option(
+        parser,
+        "show what it runs: --emit=hlo prints the HLO it compiled and scheduled, "
+        "--emit=plan the plan with XLA's collectives beside pmapc's",
+    )
     parser.add_argument("-o", dest="output", default="-", help="output file ('-': stdout)")
     parser.add_argument(
         "--mlir-print-debuginfo",
@@ -131,12 +142,36 @@ def trace_and_emit(args: argparse.Namespace, color: bool) -> str:
     check_statics(function, statics, len(arrays) + len(statics), definition)
     arguments = call_arguments(arrays, statics, definition)
     path = args.target.rpartition(":")[0]
-    with folding(args.fold_onto):
+    with placing(args.fold_onto, args.topology):
         lowered = traced(with_statics(function, statics), arguments, args.replica_groups, path)
     instrument(lowered.compilation, args)
+    compiled = args.topology is not None and args.emit in ("hlo", "plan")
     if args.emit == "plan":
-        return plan_cmd.render(lowered.plan(), args.picture, args.svg, color=color)
+        result = compile_lowered(lowered).plan() if compiled else lowered.plan()
+        return plan_cmd.render(result, args.picture, args.svg, color=color)
+    if compiled and not args.mlir_print_debuginfo:
+        return compile_lowered(lowered).as_text()
     return emit(lowered, args.emit, args.mlir_print_debuginfo)
+
+
+def compile_lowered(lowered):
+    """`lowered.compile()`; its error about the devices (a topology XLA refuses) is
+    about the command, not a line of this tool, so it is reported unlocated."""
+    try:
+        return lowered.compile()
+    except DeviceError as error:
+        raise type(error)(error.message) from None
+
+
+def placing(count: int | None, topology: str | None):
+    """Where the outermost maps go: `pmapc.fold_onto` the first `count` devices of
+    this process (none: no fold), or of the topology named `topology` (none: all of
+    them; a nest then runs on the first it needs, or folds onto fewer)."""
+    if topology is None:
+        return folding(count)
+    if count is not None and count < 1:
+        raise DeviceError(f"--fold-onto needs a positive device count, got {count}")
+    return pmapc.fold_onto(topology_devices(topology, count))
 
 
 def folding(count: int | None):
@@ -262,9 +297,10 @@ def check_statics(
 
 
 def call_arguments(
-    arrays: list[np.ndarray], statics: dict[int, object], definition: SourceLoc
+    arrays: list[jax.ShapeDtypeStruct], statics: dict[int, object], definition: SourceLoc
 ) -> list:
-    """The positional arguments: each static at its index, the arrays in order around them."""
+    """The positional arguments: each static at its index, the `--arg` values in order
+    around them."""
     count = len(arrays) + len(statics)
     for index in sorted(statics):
         if index >= count:
@@ -288,18 +324,19 @@ def with_statics(function: Callable, statics: dict[int, object]) -> Callable:
     return jax.jit(function, static_argnums=tuple(sorted(statics)))
 
 
-def parse_arg(text: str) -> np.ndarray:
-    """`f32[2,4,8]` -> zeros of that dtype and shape (only shapes matter to tracing)."""
+def parse_arg(text: str) -> jax.ShapeDtypeStruct:
+    """`f32[2,4,8]` -> the abstract value of that dtype and shape: tracing reads only
+    shapes and dtypes, so no array is made and any shape a target holds is traced in
+    the same memory (a 256 GiB global array split over a pod included)."""
     match = _ARG.match(text.replace(" ", ""))
     usage = "write DTYPE[SHAPE] such as f32[2,4,8], i32[8], bool[2,2] or f32[] for a scalar"
     if match is None:
         raise ValueError(f"bad --arg '{text}'; {usage}")
     kind, dims = match.groups()
-    dtype = _DTYPES.get(kind) or {"f": "float", "i": "int", "u": "uint"}[kind[0]] + kind[1:]
+    name = _DTYPES.get(kind) or {"f": "float", "i": "int", "u": "uint"}[kind[0]] + kind[1:]
     shape = tuple(int(d) for d in dims.split(",") if d)
-    import jax.numpy as jnp
-
     try:
-        return np.zeros(shape, dtype=jnp.dtype(dtype))
+        dtype = jax.numpy.dtype(name)
     except TypeError:
         raise ValueError(f"bad --arg '{text}': there is no dtype '{kind}'; {usage}") from None
+    return jax.ShapeDtypeStruct(shape, dtype)

@@ -8,6 +8,7 @@ from the environment that runs lit: `pmapc` and `filecheck` next to
 # lit defines `config` and `lit_config` before it runs this file.
 # ruff: noqa: F821
 
+import importlib.util
 import os
 import shutil
 import sys
@@ -58,3 +59,19 @@ def tool_pattern(name):
 config.substitutions.append((tool_pattern("pmapc"), find_tool("pmapc")))
 config.substitutions.append((tool_pattern("FileCheck"), find_tool("filecheck")))
 config.substitutions.append(("%PYTHON", sys.executable))
+
+# JAX on the CPU: with libtpu and the CUDA plugin installed (the targets extra), JAX
+# would first try to start a TPU and a GPU, and log why it cannot. Tests that compile
+# for a TPU pod or a GPU machine (`pmapc ... --topology`) say `REQUIRES: targets`.
+config.environment["JAX_PLATFORMS"] = os.environ.get("JAX_PLATFORMS", "cpu")
+
+
+def installed(module):
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # its package is missing
+        return False
+
+
+if installed("libtpu") and installed("jax_plugins.xla_cuda12"):
+    config.available_features.add("targets")

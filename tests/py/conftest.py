@@ -7,8 +7,13 @@ set here, at import time, before any test touches a device.
 from __future__ import annotations
 
 import functools
+import os
 import zlib
 from collections.abc import Callable
+
+# JAX on the CPU, here and in the tests' child processes: with libtpu and the CUDA
+# plugin installed (the targets extra), JAX would try a TPU and a GPU first.
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import jax
 import numpy as np

@@ -1,8 +1,9 @@
-"""`scripts/gpu_check.py`: without a GPU (CI) it says so and exits 0; its table, its
+"""`scripts/gpu_check.py`: without a GPU (CI) it says so and runs the check that needs
+none (2: every program compiled for 8 H100s by XLA:GPU, deviceless); its table, its
 reading of child output and of compiled HLO; and, on the 8 CPU devices, every part of
-the GPU path that runs without one: the goldens folded onto one device, the programs
-the mock-GPU child compiles, benchmarks/folded.py's rows, eager dispatch and host
-callbacks. What has to have a GPU (the mock topology, XLA:GPU's numbers) never runs here.
+the GPU path that runs without one: the goldens folded onto one device,
+benchmarks/folded.py's rows, eager dispatch and host callbacks. What has to have a GPU
+(running, timing on it) never runs here.
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ sys.path.insert(0, str(SCRIPT.parent))
 
 import gpu_check  # noqa: E402
 from gpu_check import Row  # noqa: E402
+from test_targets import devices_of  # noqa: E402
 
-NO_GPU_LINE = "gpu_check: no GPU found (jax backends: cpu); nothing to check"
+NO_GPU_LINE = gpu_check.no_gpu_line("cpu")
 needs_no_gpu = pytest.mark.skipif(bool(gpu_check.gpus()), reason="this machine has a GPU")
 
 # An all-reduce split into -start/-done and a synchronous all-gather, as XLA:GPU prints them.
@@ -61,10 +63,13 @@ Target: folded/vmap <= 1.10 on every workload and count: worst 1.08, met
 
 
 @needs_no_gpu
-@pytest.mark.parametrize("flags", [[], ["--quick"]])
-def test_without_a_gpu_the_script_says_so_and_exits_0(flags):
+def test_without_a_gpu_the_script_says_so_and_exits_0():
+    """Asked only for checks that need a GPU, it says there is none and runs nothing."""
     done = subprocess.run(
-        [sys.executable, str(SCRIPT), *flags], capture_output=True, text=True, timeout=300
+        [sys.executable, str(SCRIPT), "--quick", "--checks", "1,3,4,5"],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == NO_GPU_LINE
@@ -73,15 +78,33 @@ def test_without_a_gpu_the_script_says_so_and_exits_0(flags):
 @needs_no_gpu
 def test_main_without_a_gpu(capsys, monkeypatch):
     monkeypatch.setenv("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # main sets it if unset
-    assert gpu_check.main([]) == 0
+    assert gpu_check.main(["--checks", "1,4"]) == 0
     assert capsys.readouterr().out.strip() == NO_GPU_LINE
 
 
-@needs_no_gpu
-def test_the_mock_child_reports_not_run_without_a_gpu():
-    (row,) = gpu_check.check_mock_compile(quick=True)
+def test_the_aot_check_says_why_it_cannot_run(monkeypatch):
+    missing = "compiling for GPU needs jax-cuda12-pjrt, which is not installed: ..."
+    monkeypatch.setattr(gpu_check.pmapc_targets, "plugin_missing", lambda platform: missing)
+    (row,) = gpu_check.check_aot_compile(quick=True)
     assert row.verdict == "not run" and not row.failed
-    assert row.result.startswith("not run: ")
+    assert row.result == f"not run: {missing}"
+
+
+def test_the_aot_check_compiles_for_8_h100s_without_a_gpu():
+    """Check 2 on this machine: XLA:GPU's compiles of every program, against
+    jax.jit(shard_map)'s of the same program for the same 8 H100s."""
+    devices_of(gpu_check.AOT_TARGET)  # skips (or in CI fails) without the CUDA plugin
+    rows = gpu_check.check_aot_compile(quick=True)
+    assert not any(row.failed for row in rows), rows
+    assert [row.ran for row in rows][-2:] == [
+        "compile examples/quickstart.py",
+        "compile examples/mlp_training.py",
+    ]
+    assert all(row.verdict.startswith(("ratio", "compiled")) for row in rows)
+    w1 = rows[0]
+    assert w1.ran == "compile W1 mlp 2x4" and "all-reduce 3" in w1.result
+    loop = next(row for row in rows if row.ran.startswith("compile W3"))
+    assert "while x100" in loop.result and "while x100" in loop.peer
 
 
 # ----------------------------------------------------------------------------
@@ -91,7 +114,7 @@ def test_the_mock_child_reports_not_run_without_a_gpu():
 def test_the_table_has_a_row_per_row_and_escapes_pipes():
     rows = [
         Row("1 goldens folded", "3 programs", "3/3 agree", "JAX 0.4.30", "pass"),
-        Row("2 mock 8 GPUs", "a | b", "FAILED: ValueError: x", "-", "FAILED", failed=True),
+        Row("2 AOT 8 H100s", "a | b", "FAILED: ValueError: x", "-", "FAILED", failed=True),
     ]
     lines = gpu_check.render_table(rows).splitlines()
     assert lines[0] == "| check | what ran | result | against | verdict |"
@@ -121,7 +144,7 @@ def test_folded_rows_are_read_from_folded_py_output():
 
 
 def test_rows_cross_the_child_boundary():
-    row = Row("2 mock 8 GPUs", "compile W1", "pmapc 1.00 s", "-", "FAILED", True, ("a", "b"))
+    row = Row("2 AOT 8 H100s", "compile W1", "pmapc 1.00 s", "-", "FAILED", True, ("a", "b"))
     stdout = f"some log line\n{gpu_check.row_line(row)}\nanother\n"
     assert gpu_check.parse_rows(stdout) == [row]
 
@@ -186,21 +209,6 @@ def test_a_golden_that_disagrees_is_listed_by_name(golden_cases):
     assert row.result == "0/2 agree" and row.failed
     assert row.details[0].startswith(f"{case.name}/out0: ")
     assert row.details[1] == f"{case.name}: raised nothing; JAX 0.4.30 raised ValueError"
-
-
-def test_the_mock_child_s_programs_compile_on_the_cpu_devices():
-    quickstart = gpu_check.load_example("quickstart")
-    mlp_training = gpu_check.load_example("mlp_training")
-    rows = [thunk() for thunk in gpu_check.mock_programs(True, quickstart, mlp_training)]
-    assert [row.ran for row in rows][-2:] == [
-        "compile examples/quickstart.py",
-        "compile examples/mlp_training.py",
-    ]
-    assert all(row.verdict.startswith(("ratio", "compiled")) for row in rows)
-    w1 = rows[0]
-    assert w1.ran == "compile W1 mlp 2x4" and "all-reduce" in w1.result
-    loop = next(row for row in rows if row.ran.startswith("compile W3"))
-    assert "while x100" in loop.result and "while x100" in loop.peer
 
 
 def test_folded_py_rows_on_one_cpu_device():

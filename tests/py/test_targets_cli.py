@@ -1,0 +1,157 @@
+"""`pmapc trace ... --topology NAME` and `pmapc plan IN.mlir --topology NAME`: compiled
+for a TPU pod slice or a GPU machine by name, on this CPU machine, showing what
+XLA:TPU or XLA:GPU runs (tools/trace_cmd.py, tools/plan_cmd.py); and `--arg` as an
+abstract value, traced in constant memory (issue 43's `--arg` item).
+
+The targets skip (or, with PMAPC_REQUIRE_TARGETS=1 as in CI, fail) where the plugin of
+their platform is missing, as in test_targets.py.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+import jax
+import pytest
+from test_targets import devices_of
+
+from pmapc.compiler import plan_xla, targets
+from pmapc.mesh import Mesh
+from pmapc.tools import trace_cmd
+from pmapc.tools.main import main
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+QUICKSTART = f"{ROOT / 'examples' / 'quickstart.py'}:step"
+NESTED = str(ROOT / "examples" / "nested_2x4.mlir")
+
+
+def run(argv: list[str], capsys) -> tuple[int, str, str]:
+    code = main(argv)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.mark.parametrize("name", ["tpu:v5e:2x4", "gpu:h100:1x1x8"])
+def test_trace_emits_the_hlo_the_target_s_compiler_made(name, capsys):
+    devices_of(name)
+    code, out, err = run(
+        ["trace", QUICKSTART, "--arg", "f32[2,4,3]", "--topology", name, "--emit=hlo"], capsys
+    )
+    assert code == 0, err
+    runs = plan_xla.xla_runs((), Mesh(("data", "model"), (2, 4)), out).collectives
+    assert runs and all(run.axes is not None for run in runs)  # mesh-axis groups
+    assert "is_scheduled=true" in out.splitlines()[0]  # compiled and scheduled, not lowered
+
+
+@pytest.mark.parametrize("name", ["tpu:v5p:4x4x4", "gpu:h100:1x2x8"])
+def test_trace_plans_with_what_the_target_runs(name, capsys):
+    devices_of(name)
+    argv = ["trace", QUICKSTART, "--arg", "f32[4,4,3]", "--topology", name, "--emit=plan"]
+    code, out, err = run(argv, capsys)
+    assert code == 0, err
+    assert "mesh data=4xmodel=4 (16 devices)" in out
+    assert "what XLA runs (the HLO it compiled and scheduled):" in out
+
+
+def test_plan_compiles_a_module_for_a_topology(capsys):
+    devices_of("tpu:v5p:4x4x4")
+    code, out, err = run(["plan", NESTED, "--topology", "tpu:v5p:4x4x4"], capsys)
+    assert code == 0, err
+    assert "what XLA runs" in out and "all-reduce" in out
+
+
+def test_an_unknown_topology_is_one_line(capsys):
+    code, out, err = run(["plan", NESTED, "--topology", "tpu-v5e-2x4"], capsys)
+    assert code == 1 and out == ""
+    assert err.strip() == (
+        "pmapc plan: error: unknown target 'tpu-v5e-2x4'; name one as PLATFORM:KIND:TOPOLOGY, "
+        f"e.g. {targets.EXAMPLES}"
+    )
+
+
+def test_a_missing_plugin_names_the_package_to_install(capsys, monkeypatch):
+    monkeypatch.setitem(targets.PLUGINS, "tpu", ("pmapc_no_such_module", "libtpu"))
+    argv = ["trace", QUICKSTART, "--arg", "f32[2,4,3]", "--topology", "tpu:v5e:9x9"]
+    code, _, err = run(argv, capsys)
+    assert code == 1
+    assert err.strip() == (
+        "pmapc trace: error: target 'tpu:v5e:9x9': compiling for TPU needs libtpu, which "
+        "is not installed: pip install 'pmapc[targets]' installs it"
+    )
+
+
+def test_a_cuda_plugin_of_another_release_names_the_one_to_install(monkeypatch):
+    versions = {"jax-cuda12-pjrt": "0.12.0.1", "jaxlib": "0.10.2"}
+    monkeypatch.setattr(targets, "_has_module", lambda module: True)
+    monkeypatch.setattr(targets, "_installed", versions.get)
+    assert targets.plugin_missing("gpu") == (
+        "jax-cuda12-pjrt 0.12.0.1 is installed, but compiling for GPU needs the release of "
+        "jaxlib 0.10.2: pip install jax-cuda12-pjrt==0.10.2"
+    )
+
+
+# ----------------------------------------------------------------------------
+# --arg is a shape
+
+
+def test_an_arg_is_an_abstract_value():
+    value = trace_cmd.parse_arg("f32[256,256,1024,1024]")
+    assert isinstance(value, jax.ShapeDtypeStruct)
+    assert value.shape == (256, 256, 1024, 1024) and value.dtype == jax.numpy.float32
+
+
+BIG = textwrap.dedent(
+    """\
+    import jax
+    import pmapc
+
+
+    def body(x):
+        return jax.lax.psum(x, "model") * 2
+
+
+    big = pmapc.pmap(pmapc.pmap(body, "model"), "data")
+    """
+)
+
+# A child process traces FILE.py:big and prints its peak resident memory (KiB).
+CHILD = textwrap.dedent(
+    """\
+    import contextlib, io, resource, sys
+    from pmapc.tools.main import main
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(["trace", sys.argv[1], "--arg", sys.argv[2], "--emit=spmd"])
+    assert code == 0, code
+    print(out.getvalue().count(sys.argv[3]), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+    """
+)
+
+
+def peak_memory(tmp_path: pathlib.Path, arg: str, block: str) -> tuple[int, int]:
+    """(times `block` appears in the SPMD IR, peak RSS in KiB) of tracing `arg`."""
+    source = tmp_path / "big.py"
+    source.write_text(BIG)
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, f"{source}:big", arg, block],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    count, rss = done.stdout.split()
+    return int(count), int(rss)
+
+
+def test_a_256_gib_argument_traces_in_the_memory_of_a_small_one(tmp_path):
+    """`pmapc trace F.py:big --arg f32[256,256,1024,1024] --emit=spmd`: 4 MiB a device on
+    a 256x256 nest; the global array (256 GiB) is never made, so the peak memory is a
+    small nest's, whose global array is as big as one block."""
+    small_count, small = peak_memory(tmp_path, "f32[2,2,1024,1024]", "tensor<1x1x1024x1024xf32>")
+    big_count, big = peak_memory(tmp_path, "f32[256,256,1024,1024]", "tensor<1x1x1024x1024xf32>")
+    assert small_count > 0 and big_count > 0  # both per-device programs take a 4 MiB block
+    assert big < small + 256 * 1024, (big, small)  # within 256 MiB; the array is 256 GiB
