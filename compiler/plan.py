@@ -55,7 +55,7 @@ from pmapc import dialect, hlo, ir
 from pmapc.compiler import runtime
 from pmapc.errors import SourceLoc
 from pmapc.mesh import Mesh, axes_by_groups, groups_key, replica_groups_for
-from pmapc.passes import ragged
+from pmapc.passes import forms, ragged
 
 
 class XlaSide(Protocol):
@@ -202,6 +202,7 @@ class Plan:
 def plan_of(module: ir.Module) -> Plan:
     """The communication plan of a module after lower-collectives."""
     mesh = dialect.mesh_of(module)
+    forms.check_lowered(module, "the plan", devices=mesh.size)
     functions = ir.functions(module)
     names = axes_by_groups(mesh)
     meshes = hlo.meshes_of(module)

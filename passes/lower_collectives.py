@@ -39,7 +39,7 @@ from pmapc.errors import Category, PipelineError, ShapeError
 from pmapc.mesh import Mesh, axis_index_terms, permutation_pairs, replica_groups_for
 from pmapc.options import DEFAULT_RAGGED_FORM, RaggedForm
 from pmapc.passes import ragged
-from pmapc.passes.base import Analyses, Analysis
+from pmapc.passes.base import Analyses, Analysis, Form
 from pmapc.passes.op_index import index_of, op_index
 from pmapc.rewriter import Builder, Rewriter
 
@@ -49,6 +49,8 @@ class LowerCollectivesPass:
     """Rewrite named-axis collectives into StableHLO collectives with replica groups."""
 
     name: ClassVar[str] = "lower-collectives"
+    accepts: ClassVar[Form] = Form.FLATTENED
+    produces: ClassVar[Form] = Form.LOWERED
     # native: XLA's ragged-all-to-all (GPU, TPU); expanded: all_to_alls (every XLA)
     ragged: RaggedForm = DEFAULT_RAGGED_FORM
     reads: ClassVar[tuple[Analysis, ...]] = (op_index,)

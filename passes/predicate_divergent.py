@@ -46,7 +46,7 @@ from typing import ClassVar
 from pmapc import dialect, hlo, ir
 from pmapc.collectives import ReductionParams
 from pmapc.errors import Category, Diagnostic, DiagnosticError
-from pmapc.passes.base import Analyses, Analysis
+from pmapc.passes.base import Analyses, Analysis, Form
 from pmapc.passes.variance import BRANCHES, Axes, Variance, predicate_of, varying_axes
 from pmapc.rewriter import Builder, Rewriter
 
@@ -59,6 +59,7 @@ class PredicateDivergentPass:
     """Run branches and loops whose predicate splits a collective's group on every device."""
 
     name: ClassVar[str] = "predicate-divergent"
+    accepts: ClassVar[Form] = Form.FLATTENED
     reads: ClassVar[tuple[Analysis, ...]] = ()
 
     def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
