@@ -37,6 +37,7 @@ from pmapc import dialect, hlo, ir, shapes
 from pmapc.errors import Category, Diagnostic, DiagnosticError
 from pmapc.passes import ragged
 from pmapc.passes.base import Analyses, Form
+from pmapc.passes.nesting import missing_main, only_declared
 from pmapc.passes.to_partitions import (
     CHANNEL_HANDLE,
     GLOBAL_DEVICE_IDS,
@@ -57,10 +58,11 @@ def check(module: ir.Module, form: Form, reader: str, analyses: Analyses | None 
     """A DiagnosticError at the first op (or the module) that keeps `module` from being
     in `form`, which `reader` (a pass's name, "the plan") takes; `analyses` shares
     the nesting analysis that checks pmapc IR with the passes that read it."""
-    if form is Form.PMAPC:
-        _check_pmapc(module, reader, analyses or Analyses())
-    else:
-        _Checker(module, reader, named=form is Form.FLATTENED).run()
+    with ir.building(module):  # verify-axes' checks build the types they expect
+        if form is Form.PMAPC:
+            _check_pmapc(module, reader, analyses or Analyses())
+        else:
+            _Checker(module, reader, named=form is Form.FLATTENED).run()
 
 
 def check_lowered(module: ir.Module, reader: str, devices: int | None = None) -> None:
@@ -97,12 +99,24 @@ class _Checker:
         self.checked_attrs: set[tuple] = set()  # (op name, attribute) of groups checked
 
     def run(self) -> None:
-        for function in ir.functions(self.module).values():
+        functions = ir.functions(self.module)
+        if self.named:
+            self.functions(functions)
+        for function in functions.values():
             for name, op, _ in ir.walk_named(function, _CHECKED):
                 if name == dialect.CUSTOM_CALL:
                     self.custom_call(op)
                 else:
                     self.device_collective(op)
+
+    def functions(self, functions: dict[str, ir.Operation]) -> None:
+        """A flattened module is one program: `@main`, and a body in every function
+        (each runs on the devices; the passes read them all)."""
+        if "main" not in functions:
+            raise missing_main(self.module)
+        for name, function in functions.items():
+            if not function.regions[0].blocks:
+                raise only_declared(function, name)
 
     def custom_call(self, op: ir.Operation) -> None:
         target = self.views.target(op)

@@ -92,14 +92,7 @@ def analyze(
     `views` reads the maps (a pass that reads the ops too passes its own)."""
     functions = ir.functions(module)
     if "main" not in functions:
-        raise DiagnosticError(
-            Diagnostic(
-                "error",
-                "the module has no entry function '@main'; name the function that "
-                "takes the program's arguments 'main'",
-                ir.source_loc(module.operation.location),
-            )
-        )
+        raise missing_main(module)
     walker = _Walker(
         functions,
         visit or (lambda op, scope, nesting, is_map: None),
@@ -110,6 +103,21 @@ def analyze(
     if walker.device_collectives and not walker.flattened:
         raise _names_devices(walker.device_collectives[0])
     return walker.nesting
+
+
+def missing_main(module: ir.Module) -> DiagnosticError:
+    return DiagnosticError(
+        Diagnostic(
+            "error",
+            "the module has no entry function '@main'; name the function that "
+            "takes the program's arguments 'main'",
+            ir.source_loc(module.operation.location),
+        )
+    )
+
+
+def only_declared(where: ir.Operation, name: str) -> DiagnosticError:
+    return dialect.error_at(where, f"'@{name}' is only declared; give it a body")
 
 
 def _names_devices(op: ir.Operation) -> DiagnosticError:
@@ -159,8 +167,7 @@ class _Walker:
             return
         function = self.functions[name]
         if not function.regions[0].blocks:
-            where = caller if caller is not None else function
-            raise dialect.error_at(where, f"'@{name}' is only declared; give it a body")
+            raise only_declared(caller if caller is not None else function, name)
         self.seen.add((name, scope))
         self.path.append(name)
         contents = self.nesting.contents  # each function walked once, for all its scopes

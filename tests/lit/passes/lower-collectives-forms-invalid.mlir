@@ -131,3 +131,21 @@ module @unknown_pmapc_op attributes {pmapc.mesh = {axis_names = ["i"], axis_size
     return %0 : tensor<3xf32>
   }
 }
+
+// -----
+
+// A flattened module is one program: `@main`, with a body, and a body in every
+// function it holds (each runs on the devices).
+module @main_only_declared attributes {pmapc.mesh = {axis_names = ["i"], axis_sizes = array<i64: 2>}} {
+  // expected-error@+1 {{'@main' is only declared; give it a body}}
+  func.func private @main(%arg0: tensor<3xf32>) -> tensor<3xf32>
+}
+
+// -----
+
+// expected-error@+1 {{the module has no entry function '@main'; name the function that takes the program's arguments 'main'}}
+module @no_main attributes {pmapc.mesh = {axis_names = ["i"], axis_sizes = array<i64: 2>}} {
+  func.func public @step(%arg0: tensor<3xf32>) -> tensor<3xf32> {
+    return %arg0 : tensor<3xf32>
+  }
+}
