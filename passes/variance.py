@@ -10,14 +10,14 @@ collective's axes sends every device of its groups the same way.
 The sources of variance are the entry's split arguments (`pmapc.split`: a
 dimension split over `data` varies over `data`), `@pmapc.axis_index` over its
 axes, and what a device computes alone (host callbacks, `replica_id`,
-`partition_id`, stateful `rng`): every axis. A collective whose result agrees
-over its group (`Collective.agrees_over_group`: psum, pmax, pmin, all_gather
-without index groups) removes its axes; the others add them. Every other op
-joins its operands' sets, and those of the values its regions use. Control
-flow adds its predicate's set to its results (devices that branch apart
-return apart); a loop's carries are joined with what its body yields until
-they settle; a private function's arguments join over its call sites (one
-result per function, not per call).
+`partition_id`, stateful `rng`): every axis. Every other op joins its operands'
+sets, and those of the values its regions use; a private function's arguments
+join over its call sites (one result per function, not per call). Collectives,
+branches and loops follow the rules the tracer's analysis of the jaxpr follows
+too (pmapc/variance_rules.py): a collective whose result agrees over its group
+removes its axes, the others add them; control flow adds its predicate's set to
+its results (devices that branch apart return apart); a loop's carries join what
+its body yields until they settle.
 
 Why an analysis of the IR rather than of the traced jaxpr: `pmapc opt` runs
 it on hand-written modules too, and every transformation JAX applies before
@@ -31,13 +31,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pmapc import dialect, ir
+from pmapc import variance_rules as rules
 from pmapc.mesh import Mesh
 
 Axes = frozenset[str]
 UNIFORM: Axes = frozenset()
 
-# Ops whose result differs between devices whatever their operands.
-_PER_DEVICE_OPS = frozenset({"stablehlo.replica_id", "stablehlo.partition_id", "stablehlo.rng"})
 BRANCHES = frozenset({"stablehlo.case", "stablehlo.if"})
 
 
@@ -139,7 +138,7 @@ class _Analysis:
 
     def _one_result(self, op: ir.Operation) -> Axes:
         operands = self._joined(op.operands)
-        if op.name in _PER_DEVICE_OPS or dialect.is_host_callback(op):
+        if op.name in rules.PER_DEVICE_OPS or dialect.is_host_callback(op):
             return self.every_axis
         if dialect.collective_of(op) is not None:
             return self._collective(op, operands)
@@ -151,29 +150,22 @@ class _Analysis:
 
     def _collective(self, op: ir.Operation, operands: Axes) -> Axes:
         view = dialect.read_collective(op)
-        axes = frozenset(view.axes)
-        if view.collective.agrees_over_group and view.params.index_groups is None:
-            return operands - axes
-        return operands | axes
+        grouped = view.params.index_groups is not None
+        return rules.collective_result(view.collective, grouped, operands, frozenset(view.axes))
 
     def _branches(self, op: ir.Operation) -> list[Axes]:
-        predicate = self._of(op.operands[0])
-        results = [predicate] * len(op.results)
-        for region in op.regions:
-            returned = self._block(region.blocks[0], [])
-            results = [axes | more for axes, more in zip(results, returned)]
-        return results
+        branches = (self._block(region.blocks[0], []) for region in op.regions)
+        return rules.branch_results(self._of(op.operands[0]), branches, len(op.results))
 
     def _while(self, op: ir.Operation) -> list[Axes]:
         condition, body = (region.blocks[0] for region in op.regions)
-        carried = [self._of(value) for value in op.operands]
-        while True:
+
+        def trip(carried: list[Axes]) -> tuple[Axes, list[Axes]]:
             (predicate,) = self._block(condition, carried)
-            yielded = self._block(body, carried)
-            grown = [axes | more | predicate for axes, more in zip(carried, yielded)]
-            if grown == carried:
-                return carried
-            carried = grown
+            return predicate, self._block(body, carried)
+
+        carried, _ = rules.loop_fixpoint([self._of(value) for value in op.operands], trip)
+        return carried
 
     def _call(self, op: ir.Operation) -> list[Axes]:
         callee = ir.callee_of(op)
