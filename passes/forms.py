@@ -38,6 +38,7 @@ from pmapc.errors import Category, Diagnostic, DiagnosticError
 from pmapc.passes import ragged
 from pmapc.passes.base import Analyses, Form
 from pmapc.passes.nesting import missing_main, only_declared
+from pmapc.passes.op_index import OpIndex, op_index, walk_op_index
 from pmapc.passes.to_partitions import (
     CHANNEL_HANDLE,
     GLOBAL_DEVICE_IDS,
@@ -56,28 +57,23 @@ _CHECKED = frozenset((dialect.CUSTOM_CALL, *hlo.COLLECTIVE_OPS))
 
 def check(module: ir.Module, form: Form, reader: str, analyses: Analyses | None = None) -> None:
     """A DiagnosticError at the first op (or the module) that keeps `module` from being
-    in `form`, which `reader` (a pass's name, "the plan") takes; `analyses` shares
-    the nesting analysis that checks pmapc IR with the passes that read it."""
+    in `form`, which `reader` (a pass's name, "the plan") takes; `analyses` shares the
+    walks of the module (verify-axes' analysis, the op index) with the passes that
+    read them."""
+    analyses = analyses or Analyses()
     with ir.building(module):  # verify-axes' checks build the types they expect
         if form is Form.PMAPC:
-            _check_pmapc(module, reader, analyses or Analyses())
-        else:
-            _Checker(module, reader, named=form is Form.FLATTENED).run()
+            analyses.get(verified_nesting, module)
+        if form is not Form.PMAPC or dialect.MESH_ATTR in module.operation.attributes:
+            # (pmapc IR with a mesh: lowered already, nothing left to do but read it)
+            index = analyses.get(op_index, module)
+            _Checker(module, reader, named=form is Form.FLATTENED).run(index)
 
 
 def check_lowered(module: ir.Module, reader: str, devices: int | None = None) -> None:
     """`check(module, Form.LOWERED, reader)`, its device ids within `devices` (default:
     the mesh's, else the counts the module declares)."""
-    _Checker(module, reader, named=False, devices=devices).run()
-
-
-def _check_pmapc(module: ir.Module, reader: str, analyses: Analyses) -> None:
-    """pmapc IR: verify-axes' analysis (shared with the pass that reads it next). A
-    module the passes already lowered (a mesh, no pmapc op) is pmapc IR with nothing
-    left to do; its collectives are checked as a lowered module's."""
-    analyses.get(verified_nesting, module)
-    if dialect.MESH_ATTR in module.operation.attributes:
-        _Checker(module, reader, named=False).run()
+    _Checker(module, reader, named=False, devices=devices).run(walk_op_index(module))
 
 
 class _Checker:
@@ -97,17 +93,16 @@ class _Checker:
         self.views = dialect.Views()
         self.checked_named: set[tuple] = set()  # verify-axes' cache of checked collectives
         self.checked_attrs: set[tuple] = set()  # (op name, attribute) of groups checked
+        self.static: set[ir.Type] = set()  # the types found static
 
-    def run(self) -> None:
-        functions = ir.functions(self.module)
+    def run(self, index: OpIndex) -> None:
         if self.named:
-            self.functions(functions)
-        for function in functions.values():
-            for name, op, _ in ir.walk_named(function, _CHECKED):
-                if name == dialect.CUSTOM_CALL:
-                    self.custom_call(op)
-                else:
-                    self.device_collective(op)
+            self.functions(ir.functions(self.module))
+        for name, op, _ in index.entries(_CHECKED):
+            if name == dialect.CUSTOM_CALL:
+                self.custom_call(op)
+            else:
+                self.device_collective(op)
 
     def functions(self, functions: dict[str, ir.Operation]) -> None:
         """A flattened module is one program: `@main`, and a body in every function
@@ -206,6 +201,8 @@ class _Checker:
     def static_types(self, op: ir.Operation) -> None:
         for value in [*op.operands, *op.results]:
             type_ = value.type
+            if type_ in self.static:
+                continue
             if not ir.is_ranked_tensor(type_) or any(dim < 0 for dim in ir.shape_of(type_)):
                 raise dialect.error_at(
                     op,
@@ -213,6 +210,7 @@ class _Checker:
                     "give it a size in every dimension",
                     Category.SHAPE,
                 )
+            self.static.add(type_)
 
     def groups(self, op: ir.Operation, attr: ir.Attribute) -> None:
         key = (op.name, attr)
