@@ -149,3 +149,13 @@ module @no_main attributes {pmapc.mesh = {axis_names = ["i"], axis_sizes = array
     return %arg0 : tensor<3xf32>
   }
 }
+
+// -----
+
+module @ragged_all_to_all_of_five_operands attributes {pmapc.mesh = {axis_names = ["i"], axis_sizes = array<i64: 2>}} {
+  func.func public @main(%arg0: tensor<4xf32>, %arg1: tensor<6xf32>, %arg2: tensor<2xi32>) -> tensor<6xf32> {
+    // expected-error@+1 {{'ragged_all_to_all' takes 6 operands (operand, output, input_offsets, send_sizes, output_offsets, recv_sizes) and returns one result, got 5 operands and 1 results}}
+    %0 = stablehlo.custom_call @pmapc.ragged_all_to_all(%arg0, %arg1, %arg2, %arg2, %arg2) {api_version = 4 : i32, backend_config = {axes = ["i"]}} : (tensor<4xf32>, tensor<6xf32>, tensor<2xi32>, tensor<2xi32>, tensor<2xi32>) -> tensor<6xf32>
+    return %0 : tensor<6xf32>
+  }
+}
