@@ -187,9 +187,11 @@ class _Variance:
         return [*carried, *outs[len(carried) :]]
 
     def _predicate(self, eqn, predicate: frozenset) -> None:
-        """Record the variance of `eqn`'s predicate (the last found: a loop is analysed
-        until it settles), in the order the eqns were first found."""
-        self.predicates[id(eqn)] = (eqn, predicate)
+        """Record what `eqn`'s predicate varies over, in the order the eqns are first
+        found: the union of every visit (a loop is analysed until it settles, a body
+        JAX shares between calls once per call)."""
+        known = self.predicates.get(id(eqn), (eqn, UNIFORM))[1]
+        self.predicates[id(eqn)] = (eqn, known | predicate)
 
     def _diverges(self, eqn, predicate: frozenset, jaxprs: list, bound: tuple) -> None:
         diverging = rules.diverging(predicate, _meeting_axes(jaxprs, bound))

@@ -20,7 +20,10 @@ both on random programs and compares every predicate):
   (`branch_results`); a loop's carries as what its body yields and its predicate,
   until they settle (`loop_fixpoint`);
 - control flow diverges along the axes its predicate varies over and its
-  collectives meet along (`diverging`).
+  collectives meet along (`diverging`);
+- a function's results are its body's for each call's arguments (the tracer reads a
+  call's jaxpr at each call), and a value of its body varies as in any of its calls:
+  the body is one piece of code, which each call runs.
 
 Axes are frozensets of the analysis's axis names.
 """
