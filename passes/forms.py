@@ -70,6 +70,22 @@ def check(module: ir.Module, form: Form, reader: str, analyses: Analyses | None 
             _Checker(module, reader, named=form is Form.FLATTENED).run(index)
 
 
+def verify_ops(module: ir.Module) -> None:
+    """Check every `pmapc.*` op's schema, the tracer's notes' and the module's mesh, in
+    any form (as MLIR verifies ops after parsing): an unknown `@pmapc.<name>`, a
+    malformed backend_config or `pmapc.mesh` is a DiagnosticError."""
+    dialect.read_mesh(module)
+    views = dialect.Views()
+    for op in walk_op_index(module).ops(dialect.CUSTOM_CALL):
+        target = views.target(op)
+        if target == dialect.MAP_TARGET:
+            views.map(op)
+        elif dialect.is_pmapc_target(target):
+            views.collective(op)
+        elif target == dialect.PREDICATED_NOTE:
+            dialect.read_predicated_note(op)
+
+
 def check_lowered(module: ir.Module, reader: str, devices: int | None = None) -> None:
     """`check(module, Form.LOWERED, reader)`, its device ids within `devices` (default:
     the mesh's, else the counts the module declares)."""

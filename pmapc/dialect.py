@@ -260,23 +260,6 @@ class MapView:
     callee: str
 
 
-def verify_ops(module: ir.Module) -> None:
-    """Check every `pmapc.*` op's schema, the tracer's notes' and the module's mesh (as
-    MLIR verifies ops after parsing): an unknown `@pmapc.<name>`, a malformed
-    backend_config or `pmapc.mesh` is a DiagnosticError."""
-    read_mesh(module)
-    views = Views()
-    for function in ir.functions(module).values():
-        for op in ir.walk_custom_calls(function):
-            target = views.target(op)
-            if target == MAP_TARGET:
-                views.map(op)
-            elif is_pmapc_target(target):
-                views.collective(op)
-            elif target == PREDICATED_NOTE:
-                read_predicated_note(op)
-
-
 def too_many_devices(what: str, size: int) -> str:
     """The message for a map or a mesh of more positions than XLA numbers devices."""
     return (
