@@ -143,7 +143,9 @@ def test_the_default_pipeline_goes_through_the_forms_in_order():
     assert form is Form.LOWERED
 
 
-def test_a_pipeline_checks_its_input_once(monkeypatch):
+@pytest.fixture
+def checks(monkeypatch) -> list[tuple[Form, str]]:
+    """The (form, reader) of each check the pass manager makes."""
     checked = []
     real = forms.check
 
@@ -152,24 +154,20 @@ def test_a_pipeline_checks_its_input_once(monkeypatch):
         real(module, form, reader, analyses)
 
     monkeypatch.setattr(manager.forms, "check", counting)
+    return checked
+
+
+def test_a_pipeline_checks_its_input_once(checks):
     run_passes(parse(NESTED), default_pipeline())
-    assert checked == [(Form.PMAPC, "verify-axes")]
+    assert checks == [(Form.PMAPC, "verify-axes")]
 
 
-def test_a_pass_that_takes_another_form_checks_again(monkeypatch):
-    checked = []
-    real = forms.check
-
-    def counting(module, form, reader, analyses=None):
-        checked.append((form, reader))
-        real(module, form, reader, analyses)
-
-    monkeypatch.setattr(manager.forms, "check", counting)
+def test_a_pass_that_takes_another_form_checks_again(checks):
     passes = parse_pipeline("builtin.module(flatten-maps,cse,to-partitions)")
     with pytest.raises(DiagnosticError, match="run lower-collectives before to-partitions"):
         run_passes(parse(NESTED), passes)
     # to-partitions takes a lowered module; flatten-maps leaves a flattened one
-    assert checked == [(Form.PMAPC, "flatten-maps"), (Form.LOWERED, "to-partitions")]
+    assert checks == [(Form.PMAPC, "flatten-maps"), (Form.LOWERED, "to-partitions")]
 
 
 @pytest.mark.parametrize(
@@ -207,19 +205,20 @@ def test_verify_axes_refuses_a_flattened_module():
 # One walk, each distinct attribute once
 
 
-def test_equal_named_collectives_are_checked_once(monkeypatch):
+@pytest.mark.parametrize(
+    "module, form, owner, function",
+    [
+        # verify-axes' check of a collective, once per equal config and types
+        (flattened(200), Form.FLATTENED, verify_axes, "_check_collective"),
+        # the groups' matrix, once per equal attribute
+        (lowered(200), Form.LOWERED, forms, "_dense_matrix"),
+    ],
+)
+def test_equal_ops_are_checked_once(module, form, owner, function, monkeypatch):
     calls = []
-    real = verify_axes._check_collective
-    monkeypatch.setattr(verify_axes, "_check_collective", lambda *a: calls.append(1) or real(*a))
-    forms.check(parse(flattened(200)), Form.FLATTENED, "lower-collectives")
-    assert len(calls) == 1
-
-
-def test_equal_groups_are_read_once(monkeypatch):
-    calls = []
-    real = forms._dense_matrix
-    monkeypatch.setattr(forms, "_dense_matrix", lambda *a: calls.append(1) or real(*a))
-    forms.check(parse(lowered(200)), Form.LOWERED, "to-partitions")
+    real = getattr(owner, function)
+    monkeypatch.setattr(owner, function, lambda *args: calls.append(1) or real(*args))
+    forms.check(parse(module), form, "a pass")
     assert len(calls) == 1
 
 
