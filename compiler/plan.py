@@ -57,7 +57,7 @@ from pmapc import dialect, hlo, ir
 from pmapc.compiler import runtime
 from pmapc.errors import SourceLoc
 from pmapc.mesh import Mesh, ReplicaGroups, axes_joining, axes_of_groups, canonical_axes
-from pmapc.passes import ragged
+from pmapc.passes import forms, ragged
 
 
 class XlaSide(Protocol):
@@ -210,6 +210,7 @@ class Plan:
 def plan_of(module: ir.Module) -> Plan:
     """The communication plan of a module after lower-collectives."""
     mesh = dialect.mesh_of(module)
+    forms.check_lowered(module, "the plan", devices=mesh.size)
     functions = ir.functions(module)
     meshes = hlo.meshes_of(module)
     steps, host_calls = [], []

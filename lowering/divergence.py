@@ -16,13 +16,15 @@ body of an outermost map as it is bound, before any transformation (`grad`,
     while c: p(c) {f(c)}  ->  while pmax(p(c)) over the axes: select(p(c), f(c), c)
 
 What differs between devices is `_Variance`'s analysis of the nest's jaxpr: a map's
-mapped operands and `axis_index` vary over its axis; a collective whose result
-agrees over its group (`Collective.agrees_over_group`) no longer varies over the
-axes it acts over, the others add them; control flow adds its predicate's
-variance to its results; loops iterate to a fixed point. A `cond` or loop is
-converted where its predicate varies over an axis along which a collective in it
-meets (its axes, or every axis for one XLA runs over the whole mesh,
-`Collective.spans_mesh`). Everything else keeps its control flow, and a nest
+mapped operands and `axis_index` vary over its axis, what each device computes on
+its own (`lax.rng_uniform`, host callbacks) over every axis; collectives, control
+flow and loops follow the rules passes/variance.py follows on IR
+(pmapc/variance_rules.py): a collective whose result agrees over its group no
+longer varies over the axes it acts over, the others add them; control flow adds
+its predicate's variance to its results; loops iterate to a fixed point. A `cond`
+or loop is converted where its predicate varies over an axis along which a
+collective in it meets (its axes, or every axis for one XLA runs over the whole
+mesh, `Collective.spans_mesh`). Everything else keeps its control flow, and a nest
 without such control flow is bound as traced.
 
 passes/predicate-divergent does the same to pmapc IR (for modules written by
@@ -34,11 +36,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 from jax import lax
 
+from pmapc import variance_rules as rules
 from pmapc.collectives import Collective
 from pmapc.errors import UnsupportedError
 from pmapc.lowering import jax_api, primitives
@@ -46,24 +50,34 @@ from pmapc.lowering.fold_values import located
 
 UNIFORM: frozenset = frozenset()
 
-# Primitives whose results differ between devices whatever their operands: a
-# host callback runs on each device with its own values.
-_PER_DEVICE = frozenset({"pure_callback", "io_callback"})
-
 
 def converted(closed: jax_api.ClosedJaxpr, leaf_axes: Sequence, axis_name, axis_size):
     """The body `closed` of an outermost map over `axis_name`, with its divergent
     control flow converted (see the module docstring); `closed` itself when it has
     none. `leaf_axes`: the mapped dimension of each argument, None if broadcast."""
-    variance = _Variance()
-    arguments = [UNIFORM if axis is None else frozenset([0]) for axis in leaf_axes]
-    variance.jaxpr(closed.jaxpr, arguments, (axis_name,))
+    variance = _analysed(closed, leaf_axes, axis_name)
     if not variance.divergent:
         return closed
     rewrite = _Rewrite(variance)
     avals = [jax_api.shape_dtype(aval) for aval in closed.in_avals]
     run = lambda *args: rewrite.eval(closed, args)  # noqa: E731
     return jax.make_jaxpr(run, axis_env=[(axis_name, axis_size)])(*avals)
+
+
+def predicate_axes(closed: jax_api.ClosedJaxpr, leaf_axes: Sequence, axis_name) -> list:
+    """(primitive name, the axes its predicate varies over, as depths in the nest, 0
+    the outermost) of each `cond` and `while` in the body `closed` of an outermost map
+    (as `converted` takes it), in pre-order: what the conversion decides by, and what
+    passes/variance.py must find on the IR (tests/py/test_variance_rules.py)."""
+    variance = _analysed(closed, leaf_axes, axis_name)
+    return [(eqn.primitive.name, axes) for eqn, axes in variance.predicates.values()]
+
+
+def _analysed(closed: jax_api.ClosedJaxpr, leaf_axes: Sequence, axis_name) -> _Variance:
+    variance = _Variance()
+    arguments = [UNIFORM if axis is None else frozenset([0]) for axis in leaf_axes]
+    variance.jaxpr(closed.jaxpr, arguments, (axis_name,))
+    return variance
 
 
 @functools.cache
@@ -80,6 +94,9 @@ class _Variance:
     def __init__(self) -> None:
         # id(eqn) -> (the eqn, the axes its predicate diverges over, outermost first)
         self.divergent: dict[int, tuple[object, tuple]] = {}
+        # id(eqn) -> (a cond or while eqn, the axes its predicate varies over), in the
+        # order found
+        self.predicates: dict[int, tuple[Any, frozenset]] = {}
 
     def jaxpr(self, jaxpr, arguments: Sequence[frozenset], bound: tuple) -> list[frozenset]:
         """The variance of `jaxpr`'s outputs, its inputs' `arguments` (constants are
@@ -105,7 +122,7 @@ class _Variance:
             return [self.collective(record, eqn.params, joined, bound)] * count
         if primitive in _named_axis_primitives():  # pbroadcast, pvary, a done: conservative
             return [joined | _depths(bound, jax_api.named_axes(eqn.params))] * count
-        if primitive.name in _PER_DEVICE:
+        if primitive.name in rules.PER_DEVICE_PRIMITIVES:
             return [joined | frozenset(range(len(bound)))] * count
         control = _CONTROL_FLOW.get(primitive.name)
         if control is not None:
@@ -118,9 +135,8 @@ class _Variance:
     @staticmethod
     def collective(record: Collective, params: dict, joined: frozenset, bound) -> frozenset:
         axes = _depths(bound, jax_api.named_axes(params))
-        if record.agrees_over_group and params.get("axis_index_groups") is None:
-            return joined - axes
-        return joined | axes
+        grouped = params.get("axis_index_groups") is not None
+        return rules.collective_result(record, grouped, joined, axes)
 
     def map(self, eqn, ins: list[frozenset], bound: tuple) -> list[frozenset]:
         params = eqn.params
@@ -133,11 +149,10 @@ class _Variance:
 
     def cond(self, eqn, ins: list[frozenset], bound: tuple) -> list[frozenset]:
         predicate, operands = ins[0], ins[1:]
+        self._predicate(eqn, predicate)
         branches = eqn.params["branches"]
-        outs = [predicate] * len(eqn.outvars)
-        for branch in branches:
-            returned = self.jaxpr(branch.jaxpr, operands, bound)
-            outs = [axes | more for axes, more in zip(outs, returned)]
+        returned = (self.jaxpr(branch.jaxpr, operands, bound) for branch in branches)
+        outs = rules.branch_results(predicate, returned, len(eqn.outvars))
         if len(branches) > 1:
             self._diverges(eqn, predicate, [b.jaxpr for b in branches], bound)
         return outs
@@ -147,30 +162,39 @@ class _Variance:
         cond_count, body_count = params["cond_nconsts"], params["body_nconsts"]
         cond_consts = ins[:cond_count]
         body_consts = ins[cond_count : cond_count + body_count]
-        carried = ins[cond_count + body_count :]
-        while True:
-            (predicate,) = self.jaxpr(params["cond_jaxpr"].jaxpr, [*cond_consts, *carried], bound)
-            yielded = self.jaxpr(params["body_jaxpr"].jaxpr, [*body_consts, *carried], bound)
-            grown = [axes | more | predicate for axes, more in zip(carried, yielded)]
-            if grown == carried:
-                break
-            carried = grown
-        jaxprs = [params["cond_jaxpr"].jaxpr, params["body_jaxpr"].jaxpr]
-        self._diverges(eqn, predicate, jaxprs, bound)
+        cond_jaxpr, body_jaxpr = params["cond_jaxpr"].jaxpr, params["body_jaxpr"].jaxpr
+
+        def trip(carried: list[frozenset]) -> tuple[frozenset, list[frozenset]]:
+            (predicate,) = self.jaxpr(cond_jaxpr, [*cond_consts, *carried], bound)
+            return predicate, self.jaxpr(body_jaxpr, [*body_consts, *carried], bound)
+
+        self._predicate(eqn, UNIFORM)  # found here, before what its body holds
+        carried, predicate = rules.loop_fixpoint(ins[cond_count + body_count :], trip)
+        self._predicate(eqn, predicate)
+        self._diverges(eqn, predicate, [cond_jaxpr, body_jaxpr], bound)
         return carried
 
     def scan(self, eqn, ins: list[frozenset], bound: tuple) -> list[frozenset]:
         consts, carried, scanned = jax_api.scan_operands(eqn.params, ins)
         body = eqn.params["jaxpr"].jaxpr
-        while True:
-            outs = self.jaxpr(body, [*consts, *carried, *scanned], bound)
-            grown = [axes | more for axes, more in zip(carried, outs)]
-            if grown == carried:
-                return [*carried, *outs[len(carried) :]]
-            carried = grown
+        outs: list[frozenset] = []
+
+        def trip(carried: list[frozenset]) -> tuple[frozenset, list[frozenset]]:
+            outs[:] = self.jaxpr(body, [*consts, *carried, *scanned], bound)
+            return UNIFORM, outs[: len(carried)]  # a scan's trip count is static
+
+        carried, _ = rules.loop_fixpoint(list(carried), trip)
+        return [*carried, *outs[len(carried) :]]
+
+    def _predicate(self, eqn, predicate: frozenset) -> None:
+        """Record what `eqn`'s predicate varies over, in the order the eqns are first
+        found: the union of every visit (a loop is analysed until it settles, a body
+        JAX shares between calls once per call)."""
+        known = self.predicates.get(id(eqn), (eqn, UNIFORM))[1]
+        self.predicates[id(eqn)] = (eqn, known | predicate)
 
     def _diverges(self, eqn, predicate: frozenset, jaxprs: list, bound: tuple) -> None:
-        diverging = predicate & _meeting_axes(jaxprs, bound)
+        diverging = rules.diverging(predicate, _meeting_axes(jaxprs, bound))
         if diverging:
             known = self.divergent.get(id(eqn), (eqn, ()))[1]
             # by name, each once (a collective names the innermost axis of a name)
@@ -200,10 +224,10 @@ def _meeting_axes(jaxprs: list, bound: tuple) -> frozenset:
     for jaxpr in jaxprs:
         for eqn in jaxpr.eqns:
             record = primitives.collective_records().get(eqn.primitive)
-            if record is not None and record.communicates:
-                named = jax_api.named_axes(eqn.params)
-                axes.update(range(len(bound)) if record.spans_mesh else _depths(bound, named))
-            elif record is None and eqn.primitive in _named_axis_primitives():
+            if record is not None:
+                named = _depths(bound, jax_api.named_axes(eqn.params))
+                axes |= rules.meeting_axes(record, named, frozenset(range(len(bound))))
+            elif eqn.primitive in _named_axis_primitives():
                 axes.update(_depths(bound, jax_api.named_axes(eqn.params)))
             inner_bound = bound
             if eqn.primitive is primitives.map_p:

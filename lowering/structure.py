@@ -12,8 +12,9 @@ jaxprs inside equations, a `jit`'s or a `cond`'s branches) become leading
 arguments of the outermost map, unmapped, passed down to the maps that use them.
 What is left is the map's *structure*, a hashable key that equal maps share:
 
-- each equation's primitive and parameters (a jaxpr by its own structure, other
-  values by value, or by identity where that is their equality), which values it
+- each equation's primitive and parameters (a jaxpr by its own structure, a float
+  or a complex by its bits, other values by value, or by identity where that is
+  their equality), which values it
   reads and defines and their abstract
   values, its source location (the user's file and line, which the program's
   metadata names) and its context;
@@ -137,12 +138,19 @@ def _hoisted_map(params: dict[str, Any]) -> tuple[dict[str, Any], list[np.ndarra
 
 
 # Parameter values compared by value as they are.
-_PLAIN = (type(None), bool, int, float, complex, str, bytes, np.dtype, np.generic, enum.Enum)
+_PLAIN = (type(None), bool, int, str, bytes, np.dtype, np.generic, enum.Enum)
+# Parameter values compared by their bits, as literals are: Python's == makes -0.0
+# and 0.0 one value (`symmetric_product(alpha=-0.0)` would get the program of
+# `alpha=0.0`) and a NaN no value at all.
+_INEXACT = (float, complex, np.inexact)
 
 
 def _value(value) -> Any:
     """A parameter's value as part of a key: plain values with their type (1, 1.0 and
-    True are equal in Python), sequences item by item, jaxprs by their structure."""
+    True are equal in Python), floating-point ones by their bits, sequences item by
+    item, jaxprs by their structure."""
+    if isinstance(value, _INEXACT):
+        return (type(value), np.asarray(value).tobytes())
     if isinstance(value, _PLAIN):
         return (type(value), value)
     if isinstance(value, (tuple, list)):

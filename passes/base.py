@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import enum
 from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import ClassVar, Generic, Protocol, TypeVar, cast
 
@@ -34,10 +35,23 @@ Result = TypeVar("Result")
 Analysis = Callable[[ir.Module], object]
 
 
+class Form(enum.Enum):
+    """The forms a module takes between passes, in pipeline order (passes/forms.py
+    says what each holds and checks it)."""
+
+    PMAPC = "pmapc IR"  # maps and collectives named by axis: before flatten-maps
+    FLATTENED = "flattened"  # one program over `pmapc.mesh`, collectives by mesh axes
+    LOWERED = "lowered"  # StableHLO collectives over device positions, no pmapc op
+
+
 class Pass(Protocol):
     name: ClassVar[str]
     # The analyses it reads from `analyses` (`Analyses.get` refuses any other).
     reads: ClassVar[tuple[Analysis, ...]]
+    # Optionally, `accepts: ClassVar[Form]`: the form of module it takes, which the
+    # pass manager checks on entry (passes/forms.py); and `produces: ClassVar[Form]`,
+    # for a pass that leaves another form than it takes. A pass that says nothing takes
+    # any valid module and leaves it in its form.
     # Optionally, `keeps: ClassVar[tuple[Analysis, ...]]`: the analyses it keeps
     # current, for a pass that edits other than through its rewriter (`()`: none).
     # A pass that says nothing edits only through its rewriter, whose listeners

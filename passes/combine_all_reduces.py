@@ -25,7 +25,7 @@ import dataclasses
 from typing import ClassVar, NamedTuple
 
 from pmapc import collectives, hlo, ir
-from pmapc.passes.base import Analyses, Analysis, Keeper, KeptAnalysis
+from pmapc.passes.base import Analyses, Analysis, Form, Keeper, KeptAnalysis
 from pmapc.passes.op_index import Entry, index_of, op_index, walk_op_index
 from pmapc.rewriter import Rewriter
 
@@ -244,6 +244,7 @@ class CombineAllReducesPass:
     """Combine independent all_reduces over the same groups into one variadic all_reduce."""
 
     name: ClassVar[str] = "combine-all-reduces"
+    accepts: ClassVar[Form] = Form.LOWERED
     reads: ClassVar[tuple[Analysis, ...]] = (op_index, reduction_keys)
 
     def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:

@@ -35,7 +35,7 @@ from typing import ClassVar
 from pmapc import collectives, dialect, hlo, ir
 from pmapc.errors import Category
 from pmapc.layout import Chain, Layout
-from pmapc.passes.base import Analyses, Analysis
+from pmapc.passes.base import Analyses, Analysis, Form
 from pmapc.passes.nesting import Contents, Inlining, Nesting, walk_contents
 from pmapc.passes.op_index import INDEXED, Entry, OpIndex, op_index
 from pmapc.passes.verify_axes import unbound_axis_message, verified_nesting
@@ -47,6 +47,8 @@ class FlattenMapsPass:
     """Inline nested maps into one SPMD program over the device mesh."""
 
     name: ClassVar[str] = "flatten-maps"
+    accepts: ClassVar[Form] = Form.PMAPC
+    produces: ClassVar[Form] = Form.FLATTENED
     # Pass @main's mapped arguments and results split over the mesh (else replicated).
     split_entry: bool = True
     reads: ClassVar[tuple[Analysis, ...]] = (verified_nesting,)

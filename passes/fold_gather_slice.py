@@ -14,7 +14,7 @@ from typing import ClassVar
 
 from pmapc import dialect, hlo, ir
 from pmapc.passes import patterns
-from pmapc.passes.base import Analyses, Analysis
+from pmapc.passes.base import Analyses, Analysis, Form
 from pmapc.passes.op_index import index_of, op_index
 from pmapc.rewriter import Rewriter
 
@@ -24,6 +24,7 @@ class FoldGatherSlicePass:
     """Cancel an untiled all_gather followed by a slice at the device's own index."""
 
     name: ClassVar[str] = "fold-gather-slice"
+    accepts: ClassVar[Form] = Form.FLATTENED
     reads: ClassVar[tuple[Analysis, ...]] = (op_index,)
 
     def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:

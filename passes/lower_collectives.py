@@ -51,7 +51,7 @@ from pmapc.mesh import (
 )
 from pmapc.options import DEFAULT_GROUP_FORM, DEFAULT_RAGGED_FORM, GroupForm, RaggedForm
 from pmapc.passes import ragged
-from pmapc.passes.base import Analyses, Analysis
+from pmapc.passes.base import Analyses, Analysis, Form
 from pmapc.passes.op_index import index_of, op_index
 from pmapc.passes.to_partitions import group_form
 from pmapc.rewriter import Builder, Rewriter
@@ -62,6 +62,8 @@ class LowerCollectivesPass:
     """Rewrite named-axis collectives into StableHLO collectives with replica groups."""
 
     name: ClassVar[str] = "lower-collectives"
+    accepts: ClassVar[Form] = Form.FLATTENED
+    produces: ClassVar[Form] = Form.LOWERED
     # native: XLA's ragged-all-to-all (GPU, TPU); expanded: all_to_alls (every XLA)
     ragged: RaggedForm = DEFAULT_RAGGED_FORM
     # named: groups that are whole mesh axes written as those axes; dense: device ids

@@ -23,8 +23,16 @@ from typing import ClassVar
 
 from pmapc import ir
 from pmapc.errors import Diagnostic, DiagnosticError, PassFailure, PmapcError
-from pmapc.passes import KEPT_ANALYSES
-from pmapc.passes.base import Analyses, KeptAnalysis, Pass, kept_through, run_pass, summary
+from pmapc.passes import KEPT_ANALYSES, forms
+from pmapc.passes.base import (
+    Analyses,
+    Form,
+    KeptAnalysis,
+    Pass,
+    kept_through,
+    run_pass,
+    summary,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -188,6 +196,9 @@ class _PipelineRun:
         self.done: list[str] = []
         self.last: int | None = None  # the index of the last of pmapc's passes started
         self.changed = False
+        # The form the module is known to be in: checked on entry to a pass, or left
+        # by one of pmapc's passes (a pass that leaves invalid IR is a pmapc bug).
+        self.form: Form | None = None
 
     def run(self, instrumentation: ir.Instrumentation, verify_each: bool) -> bool:
         manager = ir.PassManager(self.module.context, instrumentation, verify_each)
@@ -238,6 +249,7 @@ class _PipelineRun:
             self.dumps.dump("Before", title, self.module)
         try:
             with ir.building(self.module):
+                self.check_form(pass_)
                 changed = run_pass(pass_, self.module, self.analyses, keep)
         except PmapcError:
             raise  # a diagnostic about the input, or a failure already named
@@ -258,6 +270,18 @@ class _PipelineRun:
         if self.after_pass is not None:
             self.after_pass(pass_, self.module)
 
+    def check_form(self, pass_: Pass) -> None:
+        """Check the module is in the form `pass_` accepts, unless it is known to be
+        (a lowered module is a flattened one with nothing left to lower); then it is
+        in the form the pass leaves."""
+        accepts: Form | None = getattr(pass_, "accepts", None)
+        if accepts is None:
+            return  # any valid module: it leaves the form as it was
+        known = self.form
+        if known is not accepts and not (known is Form.LOWERED and accepts is Form.FLATTENED):
+            forms.check(self.module, accepts, pass_.name, self.analyses)
+        self.form = getattr(pass_, "produces", accepts)
+
     def broke_note(self) -> Diagnostic:
         """Which pass left the IR the verifier refused: the last of pmapc's passes that
         ran, or an MLIR pass after it (MLIR verifies after each pass)."""
@@ -276,11 +300,10 @@ class _PipelineRun:
 
 
 def _broke_note(name: str, before: str) -> Diagnostic:
-    advice = (
-        "run verify-axes first to check the input"
-        if "verify-axes" not in before
-        else "this is a pmapc bug, please report it"
-    )
+    # The input was valid (parsed and verified, or traced) and in the form the pass
+    # takes (checked on entry): the pass made the invalid IR.
     return Diagnostic(
-        "note", f"invalid IR after pass '{name}' (passes run before it: {before}); {advice}"
+        "note",
+        f"invalid IR after pass '{name}' (passes run before it: {before}); this is a "
+        "pmapc bug, please report it",
     )

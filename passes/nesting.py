@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import math
 from collections.abc import Callable
 
-from pmapc import dialect, ir, layout
+from pmapc import dialect, hlo, ir, layout
 from pmapc.errors import Category, Diagnostic, DiagnosticError
 from pmapc.layout import Chain
+from pmapc.passes import ragged
 from pmapc.passes.op_index import INDEXED, Entry
 
 
@@ -81,34 +83,78 @@ Visitor = Callable[[ir.Operation, Chain, Nesting, bool], None]
 def analyze(
     module: ir.Module, visit: Visitor | None = None, views: dialect.Views | None = None
 ) -> Nesting:
-    """Find every chain of maps; raise DiagnosticError on structural errors.
+    """Find every chain of maps; raise DiagnosticError on structural errors and on a
+    module that is not pmapc IR (passes/forms.py): a flattened one (it has
+    `pmapc.mesh`) that still holds pmapc ops, or one that names devices (StableHLO
+    collectives) before flatten-maps has made the mesh they would be of. A mesh of
+    more positions than XLA numbers devices is refused at the map that makes it.
 
     `views` reads the maps (a pass that reads the ops too passes its own)."""
     functions = ir.functions(module)
     if "main" not in functions:
-        raise DiagnosticError(
-            Diagnostic(
-                "error",
-                "the module has no entry function '@main'; name the function that "
-                "takes the program's arguments 'main'",
-                ir.source_loc(module.operation.location),
-            )
-        )
+        raise missing_main(module)
     walker = _Walker(
-        functions, visit or (lambda op, scope, nesting, is_map: None), views or dialect.Views()
+        functions,
+        visit or (lambda op, scope, nesting, is_map: None),
+        views or dialect.Views(),
+        flattened=dialect.MESH_ATTR in module.operation.attributes,
     )
     walker.visit_function("main", (), None)
+    if walker.device_collectives and not walker.flattened:
+        raise _names_devices(walker.device_collectives[0])
     return walker.nesting
 
 
+def missing_main(module: ir.Module) -> DiagnosticError:
+    return DiagnosticError(
+        Diagnostic(
+            "error",
+            "the module has no entry function '@main'; name the function that "
+            "takes the program's arguments 'main'",
+            ir.source_loc(module.operation.location),
+        )
+    )
+
+
+def only_declared(where: ir.Operation, name: str) -> DiagnosticError:
+    return dialect.error_at(where, f"'@{name}' is only declared; give it a body")
+
+
+def _names_devices(op: ir.Operation) -> DiagnosticError:
+    name = f"'@{dialect.target_of(op)}'" if op.name == dialect.CUSTOM_CALL else f"'{op.name}'"
+    return dialect.error_at(
+        op,
+        f"{name} names devices of a mesh, which pmapc IR has not before flatten-maps; "
+        "name the collective by a map's axis instead ('@pmapc.<kind>', docs/ir.md)",
+    )
+
+
+def _flattened_error(op: ir.Operation, target: str | None) -> DiagnosticError:
+    return dialect.error_at(
+        op,
+        f"'{target}' in a flattened module (it has '{dialect.MESH_ATTR}'): verify-axes and "
+        "flatten-maps take pmapc IR, before flatten-maps; run the passes after it "
+        "(predicate-divergent, ..., lower-collectives) on this module",
+    )
+
+
 class _Walker:
-    def __init__(self, functions: dict[str, ir.Operation], visit: Visitor, views: dialect.Views):
+    def __init__(
+        self,
+        functions: dict[str, ir.Operation],
+        visit: Visitor,
+        views: dialect.Views,
+        flattened: bool,
+    ):
         self.functions = functions
         self.visit = visit
         self.views = views
+        self.flattened = flattened  # the module has a mesh: no pmapc op may be left
         self.nesting = Nesting()
         self.path: list[str] = []
         self.seen: set[tuple[str, Chain]] = set()
+        # The collectives over devices found (StableHLO's, XLA's ragged op).
+        self.device_collectives: list[ir.Operation] = []
 
     def visit_function(self, name: str, scope: Chain, caller: ir.Operation | None) -> None:
         if name in self.path:
@@ -121,13 +167,15 @@ class _Walker:
             return
         function = self.functions[name]
         if not function.regions[0].blocks:
-            where = caller if caller is not None else function
-            raise dialect.error_at(where, f"'@{name}' is only declared; give it a body")
+            raise only_declared(caller if caller is not None else function, name)
         self.seen.add((name, scope))
         self.path.append(name)
         contents = self.nesting.contents  # each function walked once, for all its scopes
         if name not in contents:
             contents[name] = walk_contents(function)
+            self.device_collectives.extend(
+                op for op_name, op, _ in contents[name].entries if op_name in hlo.COLLECTIVE_OPS
+            )
         for op in contents[name].custom_calls:
             self.visit_custom_call(op, scope)
         for op in contents[name].calls:
@@ -138,10 +186,14 @@ class _Walker:
 
     def visit_custom_call(self, op: ir.Operation, scope: Chain) -> None:
         target = self.views.target(op)
+        if self.flattened and dialect.is_pmapc_target(target):
+            raise _flattened_error(op, target)
         if target == dialect.MAP_TARGET:
             self.visit_map(op, scope)
         elif dialect.is_pmapc_target(target):
             self.visit(op, scope, self.nesting, False)
+        elif target == ragged.NATIVE_TARGET:
+            self.device_collectives.append(op)
 
     def visit_map(self, op: ir.Operation, scope: Chain) -> None:
         view = self.views.map(op)
@@ -156,14 +208,23 @@ class _Walker:
         self.visit_function(view.callee, chain, op)
 
     def add_chain(self, op: ir.Operation, chain: Chain) -> None:
-        factors = layout.refine(self.nesting.factors, [size for _, size in chain])
+        sizes = [size for _, size in chain]
+        positions = math.prod(sizes)
+        if positions > dialect.MAX_DEVICES:
+            nest = " x ".join(str(size) for size in sizes)
+            raise dialect.error_at(
+                op,
+                dialect.too_many_devices(f"the nest of maps {nest}", positions),
+                Category.UNSUPPORTED,
+            )
+        factors = layout.refine(self.nesting.factors, sizes)
         if factors is None:
-            sizes = " x ".join(str(size) for _, size in chain)
+            listed = " x ".join(str(size) for size in sizes)
             others = " x ".join(str(size) for size in self.nesting.factors)
             raise dialect.error_at(
                 op,
                 f"map over '{chain[-1][0]}' (size {chain[-1][1]}) cannot share the devices "
-                f"of the maps beside it: its chain of maps splits them {sizes}, the maps "
+                f"of the maps beside it: its chain of maps splits them {listed}, the maps "
                 f"before it {others}, and no mesh splits them both ways; make the sizes of "
                 "sibling maps divide one another",
                 Category.AXIS,

@@ -44,9 +44,10 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from pmapc import dialect, hlo, ir
+from pmapc import variance_rules as rules
 from pmapc.collectives import ReductionParams
 from pmapc.errors import Category, Diagnostic, DiagnosticError
-from pmapc.passes.base import Analyses, Analysis
+from pmapc.passes.base import Analyses, Analysis, Form
 from pmapc.passes.variance import BRANCHES, Axes, Variance, predicate_of, varying_axes
 from pmapc.rewriter import Builder, Rewriter
 
@@ -59,6 +60,7 @@ class PredicateDivergentPass:
     """Run branches and loops whose predicate splits a collective's group on every device."""
 
     name: ClassVar[str] = "predicate-divergent"
+    accepts: ClassVar[Form] = Form.FLATTENED
     reads: ClassVar[tuple[Analysis, ...]] = ()
 
     def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
@@ -124,8 +126,8 @@ def _meeting_axes(op: ir.Operation, functions, visited: set[str], every_axis: Ax
             continue
         collective = dialect.collective_of(nested)
         if collective is not None and collective.communicates:
-            spans = collective.spans_mesh
-            axes.update(every_axis if spans else dialect.read_collective(nested).axes)
+            named = frozenset(dialect.read_collective(nested).axes)
+            axes |= rules.meeting_axes(collective, named, every_axis)
     return frozenset(axes)
 
 
@@ -137,7 +139,7 @@ def _first_divergent(
     for op, meeting in candidates:
         if op.name == "stablehlo.case" and len(op.regions) == 1:
             continue  # one branch: every device takes it
-        diverging = variance(predicate_of(op)) & meeting
+        diverging = rules.diverging(variance(predicate_of(op)), meeting)
         if diverging:
             return op, variance.in_mesh_order(diverging)
     return None

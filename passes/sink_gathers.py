@@ -25,7 +25,7 @@ from typing import ClassVar
 
 from pmapc import collectives, dialect, hlo, ir
 from pmapc.passes import patterns
-from pmapc.passes.base import Analyses, Analysis
+from pmapc.passes.base import Analyses, Analysis, Form
 from pmapc.passes.op_index import index_of, op_index
 from pmapc.rewriter import Builder, Rewriter
 
@@ -35,6 +35,7 @@ class SinkGathersPass:
     """Return gathered inner-map outputs as split results, without the all_gather."""
 
     name: ClassVar[str] = "sink-gathers"
+    accepts: ClassVar[Form] = Form.FLATTENED
     reads: ClassVar[tuple[Analysis, ...]] = (op_index,)
 
     def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:

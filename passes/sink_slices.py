@@ -18,7 +18,7 @@ from typing import ClassVar
 from pmapc import dialect, hlo, ir
 from pmapc.mesh import Mesh
 from pmapc.passes import patterns
-from pmapc.passes.base import Analyses, Analysis
+from pmapc.passes.base import Analyses, Analysis, Form
 from pmapc.rewriter import Rewriter
 
 
@@ -27,6 +27,7 @@ class SinkSlicesPass:
     """Split @main's arguments over the inner axes whose slices are all the program uses."""
 
     name: ClassVar[str] = "sink-slices"
+    accepts: ClassVar[Form] = Form.FLATTENED
     reads: ClassVar[tuple[Analysis, ...]] = ()
 
     def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:

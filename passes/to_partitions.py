@@ -48,7 +48,7 @@ from pmapc.errors import PipelineError
 from pmapc.mesh import ReplicaGroups, axes_of_groups
 from pmapc.options import DEFAULT_GROUP_FORM, GroupForm
 from pmapc.passes import ragged
-from pmapc.passes.base import Analyses, Analysis
+from pmapc.passes.base import Analyses, Analysis, Form
 from pmapc.passes.op_index import OpIndex, index_of, op_index
 from pmapc.rewriter import Rewriter
 
@@ -74,6 +74,7 @@ class ToPartitionsPass:
     """Put a lowered program in partition form (what jax.jit runs): partition_id, channels."""
 
     name: ClassVar[str] = "to-partitions"
+    accepts: ClassVar[Form] = Form.LOWERED
     first_channel: int = 1
     replica_groups: GroupForm = DEFAULT_GROUP_FORM
     reads: ClassVar[tuple[Analysis, ...]] = (op_index,)

@@ -21,7 +21,7 @@ from typing import ClassVar
 from pmapc import dialect, ir
 from pmapc.errors import Category
 from pmapc.passes import ragged
-from pmapc.passes.base import Analyses, Analysis
+from pmapc.passes.base import Analyses, Analysis, Form
 from pmapc.passes.op_index import index_of, op_index
 from pmapc.passes.to_partitions import (
     CHANNEL_HANDLE,
@@ -40,6 +40,7 @@ class ToReplicasPass:
     """Put a lowered program in replica form (one replica per device): replica_id, no channels."""
 
     name: ClassVar[str] = "to-replicas"
+    accepts: ClassVar[Form] = Form.LOWERED
     reads: ClassVar[tuple[Analysis, ...]] = (op_index,)
 
     def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:

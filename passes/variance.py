@@ -10,14 +10,15 @@ collective's axes sends every device of its groups the same way.
 The sources of variance are the entry's split arguments (`pmapc.split`: a
 dimension split over `data` varies over `data`), `@pmapc.axis_index` over its
 axes, and what a device computes alone (host callbacks, `replica_id`,
-`partition_id`, stateful `rng`): every axis. A collective whose result agrees
-over its group (`Collective.agrees_over_group`: psum, pmax, pmin, all_gather
-without index groups) removes its axes; the others add them. Every other op
-joins its operands' sets, and those of the values its regions use. Control
-flow adds its predicate's set to its results (devices that branch apart
-return apart); a loop's carries are joined with what its body yields until
-they settle; a private function's arguments join over its call sites (one
-result per function, not per call).
+`partition_id`, stateful `rng`): every axis. Every other op joins its operands'
+sets, and those of the values its regions use; a function's results are its
+body's for each call's arguments, and a value of its body varies as in any of
+its calls (the one piece of code runs in each). Collectives,
+branches and loops follow the rules the tracer's analysis of the jaxpr follows
+too (pmapc/variance_rules.py): a collective whose result agrees over its group
+removes its axes, the others add them; control flow adds its predicate's set to
+its results (devices that branch apart return apart); a loop's carries join what
+its body yields until they settle.
 
 Why an analysis of the IR rather than of the traced jaxpr: `pmapc opt` runs
 it on hand-written modules too, and every transformation JAX applies before
@@ -31,13 +32,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pmapc import dialect, ir
+from pmapc import variance_rules as rules
 from pmapc.mesh import Mesh
 
 Axes = frozenset[str]
 UNIFORM: Axes = frozenset()
 
-# Ops whose result differs between devices whatever their operands.
-_PER_DEVICE_OPS = frozenset({"stablehlo.replica_id", "stablehlo.partition_id", "stablehlo.rng"})
 BRANCHES = frozenset({"stablehlo.case", "stablehlo.if"})
 
 
@@ -71,22 +71,23 @@ def predicate_of(op: ir.Operation) -> ir.Value:
 
 
 class _Analysis:
-    """One fixed point over the module's functions: a function's argument sets grow
-    with its call sites and its result sets with its body, until neither changes."""
+    """One walk of @main, each function a call reaches analysed for that call's
+    argument sets (its results per call, as the tracer's analysis has them); a value
+    of a function's body gets the union of its calls' sets (the body is one piece of
+    code, run in each). Functions no call reaches are analysed with uniform arguments."""
 
     def __init__(self, module: ir.Module) -> None:
         self.mesh = dialect.mesh_of(module)
         self.every_axis: Axes = frozenset(self.mesh.axis_names)
         self.functions = ir.functions(module)
-        self.values: dict[ir.Value, Axes] = {}
-        self.arguments = {name: self._entry_arguments(f) for name, f in self.functions.items()}
-        self.results: dict[str, list[Axes]] = {}
-        self.changed = False
+        self.values: dict[ir.Value, Axes] = {}  # the union over every call
+        self.env: dict[ir.Value, Axes] = {}  # the sets of the call being analysed
+        # (function, its arguments' sets) -> its results' sets; the calls being analysed
+        self.summaries: dict[tuple[str, tuple[Axes, ...]], list[Axes]] = {}
+        self.active: set[tuple[str, tuple[Axes, ...]]] = set()
 
     def _entry_arguments(self, function: ir.Operation) -> list[Axes]:
         types = ir.function_type(function).inputs
-        if ir.symbol_name(function) != "main":
-            return [UNIFORM] * len(types)
         return [
             frozenset(
                 axis
@@ -99,27 +100,43 @@ class _Analysis:
         ]
 
     def run(self) -> None:
-        self.changed = True
-        while self.changed:
-            self.changed = False
-            for name, function in self.functions.items():
-                block = ir.function_entry_block(function)
-                returned = self._block(block, self.arguments[name])
-                if returned != self.results.get(name):
-                    self.results[name] = returned
-                    self.changed = True
+        if "main" in self.functions:
+            self._function("main", self._entry_arguments(self.functions["main"]))
+        reached = {name for name, _ in self.summaries}
+        for name, function in self.functions.items():
+            if name not in reached:
+                self._function(name, [UNIFORM] * len(ir.function_type(function).inputs))
+
+    def _function(self, name: str, arguments: list[Axes]) -> list[Axes]:
+        """The sets of what function `name` returns for a call with `arguments`."""
+        function = self.functions[name]
+        key = (name, tuple(arguments))
+        if key in self.summaries:
+            return self.summaries[key]
+        if key in self.active or not function.regions[0].blocks:
+            # a call of itself (or of a declaration): anything
+            return [self.every_axis] * len(ir.function_type(function).results)
+        self.active.add(key)
+        outer, self.env = self.env, {}
+        returned = self._block(ir.function_entry_block(function), arguments)
+        for value, axes in self.env.items():
+            self.values[value] = self.values.get(value, UNIFORM) | axes
+        self.env = outer
+        self.active.discard(key)
+        self.summaries[key] = returned
+        return returned
 
     def _block(self, block: ir.Block, arguments: Sequence[Axes]) -> list[Axes]:
         """Give `block`'s values their sets, its arguments `arguments`; the sets of
         what its terminator returns."""
         for argument, axes in zip(block.arguments, arguments):
-            self.values[argument] = axes
+            self.env[argument] = axes
         for op in block.operations:
             self._op(op.operation)
         return [self._of(value) for value in ir.terminator(block).operands]
 
     def _of(self, value: ir.Value) -> Axes:
-        return self.values.get(value, UNIFORM)
+        return self.env.get(value, UNIFORM)
 
     def _joined(self, values) -> Axes:
         return frozenset().union(*(self._of(value) for value in values))
@@ -135,11 +152,11 @@ class _Analysis:
         else:
             results = [self._one_result(op)] * len(op.results)
         for value, axes in zip(op.results, results):
-            self.values[value] = axes
+            self.env[value] = axes
 
     def _one_result(self, op: ir.Operation) -> Axes:
         operands = self._joined(op.operands)
-        if op.name in _PER_DEVICE_OPS or dialect.is_host_callback(op):
+        if op.name in rules.PER_DEVICE_OPS or dialect.is_host_callback(op):
             return self.every_axis
         if dialect.collective_of(op) is not None:
             return self._collective(op, operands)
@@ -151,37 +168,25 @@ class _Analysis:
 
     def _collective(self, op: ir.Operation, operands: Axes) -> Axes:
         view = dialect.read_collective(op)
-        axes = frozenset(view.axes)
-        if view.collective.agrees_over_group and view.params.index_groups is None:
-            return operands - axes
-        return operands | axes
+        grouped = view.params.index_groups is not None
+        return rules.collective_result(view.collective, grouped, operands, frozenset(view.axes))
 
     def _branches(self, op: ir.Operation) -> list[Axes]:
-        predicate = self._of(op.operands[0])
-        results = [predicate] * len(op.results)
-        for region in op.regions:
-            returned = self._block(region.blocks[0], [])
-            results = [axes | more for axes, more in zip(results, returned)]
-        return results
+        branches = (self._block(region.blocks[0], []) for region in op.regions)
+        return rules.branch_results(self._of(op.operands[0]), branches, len(op.results))
 
     def _while(self, op: ir.Operation) -> list[Axes]:
         condition, body = (region.blocks[0] for region in op.regions)
-        carried = [self._of(value) for value in op.operands]
-        while True:
+
+        def trip(carried: list[Axes]) -> tuple[Axes, list[Axes]]:
             (predicate,) = self._block(condition, carried)
-            yielded = self._block(body, carried)
-            grown = [axes | more | predicate for axes, more in zip(carried, yielded)]
-            if grown == carried:
-                return carried
-            carried = grown
+            return predicate, self._block(body, carried)
+
+        carried, _ = rules.loop_fixpoint([self._of(value) for value in op.operands], trip)
+        return carried
 
     def _call(self, op: ir.Operation) -> list[Axes]:
         callee = ir.callee_of(op)
         if callee not in self.functions:
             return [self.every_axis] * len(op.results)
-        known = self.arguments[callee]
-        joined = [axes | self._of(value) for axes, value in zip(known, op.operands)]
-        if joined != known:
-            self.arguments[callee] = joined
-            self.changed = True
-        return self.results.get(callee, [UNIFORM] * len(op.results))
+        return self._function(callee, [self._of(value) for value in op.operands])

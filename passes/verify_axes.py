@@ -15,7 +15,7 @@ from typing import ClassVar
 from pmapc import collectives, dialect, ir, shapes
 from pmapc.errors import Category, DiagnosticError, ShapeError, did_you_mean
 from pmapc.layout import Chain
-from pmapc.passes.base import Analyses, Analysis
+from pmapc.passes.base import Analyses, Analysis, Form
 from pmapc.passes.nesting import Nesting, analyze
 from pmapc.rewriter import Rewriter
 
@@ -49,6 +49,7 @@ class VerifyAxesPass:
     """Check that maps and named-axis collectives are well formed and their axes bound."""
 
     name: ClassVar[str] = "verify-axes"
+    accepts: ClassVar[Form] = Form.PMAPC
     # No `keeps`: it changes nothing (`run` returns False), so every analysis survives it.
     reads: ClassVar[tuple[Analysis, ...]] = (verified_nesting,)
 

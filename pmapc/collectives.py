@@ -163,6 +163,8 @@ class Collective:
         they do not fit the parameters, index groups included."""
         self.check_index_groups(params, axes, group_size)
         where = shapes.describe_axes(axes, group_size, params.index_groups)
+        for shape in operand_shapes:
+            shapes.check_static(shape, f"an operand of '{self.kind}' over {where}")
         size = self.acting_size(params, group_size)
         if self.operands:
             return (self.shape_rule(params, tuple(operand_shapes), where, size),)

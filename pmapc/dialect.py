@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import math
 import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -36,6 +37,9 @@ PREDICATED_ATTR = "pmapc.predicated"
 # operands; not a `pmapc.*` op: no pass but predicate-divergent reads it).
 PREDICATED_NOTE = "pmapc_predicated"
 TYPED_FFI_API_VERSION = 4
+# The most devices a mesh may have: XLA numbers devices with 32-bit ids (replica
+# groups, source-target pairs, `replica_id`), 0 .. 2^31 - 1.
+MAX_DEVICES = 2**31
 
 
 def axis_label(name) -> str:
@@ -256,15 +260,12 @@ class MapView:
     callee: str
 
 
-def verify_ops(module: ir.Module) -> None:
-    """Check every `pmapc.*` op's schema (as MLIR verifies ops after parsing): an
-    unknown `@pmapc.<name>` or a malformed backend_config is a DiagnosticError."""
-    for function in ir.functions(module).values():
-        for op in ir.walk_custom_calls(function):
-            if is_map(op):
-                read_map(op)
-            elif is_pmapc_op(op):
-                read_collective(op)
+def too_many_devices(what: str, size: int) -> str:
+    """The message for a map or a mesh of more positions than XLA numbers devices."""
+    return (
+        f"{what} has {size} positions, more than the {MAX_DEVICES} devices XLA numbers "
+        f"(32-bit device ids); split the program over at most {MAX_DEVICES} devices"
+    )
 
 
 def read_map(op: ir.Operation) -> MapView:
@@ -273,6 +274,10 @@ def read_map(op: ir.Operation) -> MapView:
     axis_size = _required(op, config, "axis_size", ir.as_int, "an integer")
     if axis_size < 1:
         raise error_at(op, f"'axis_size' of axis '{axis_name}' must be positive, got {axis_size}")
+    if axis_size > MAX_DEVICES:
+        raise error_at(
+            op, too_many_devices(f"map over '{axis_name}'", axis_size), Category.UNSUPPORTED
+        )
     in_axes = _required(op, config, "in_axes", _read_axes_list, "an array of integers or 'unit'")
     out_axes = _required(op, config, "out_axes", _read_axes_list, "an array of integers or 'unit'")
     callees = (
@@ -542,6 +547,10 @@ def read_mesh(module: ir.Module) -> Mesh | None:
             f"'{MESH_ATTR}' needs distinct axis names and positive sizes, got "
             f"{list(names)} and {list(sizes)}",
         )
+    size = math.prod(sizes)
+    if size > MAX_DEVICES:
+        shape = " x ".join(str(s) for s in sizes)
+        raise _mesh_error(module, too_many_devices(f"the mesh '{MESH_ATTR}' ({shape})", size))
     return Mesh(tuple(names), tuple(sizes))
 
 

@@ -26,6 +26,12 @@ from pmapc.params import (
 Shape = tuple[int, ...]
 
 
+# How many indices (of index groups, of those at fault) a message cites before it
+# says how many more there are: a message stays one readable line at any size.
+CITED = 4
+CITED_GROUP_INDICES = 16
+
+
 def describe_axes(
     axes: Sequence[str], group_size: int, index_groups: Sequence[Sequence[int]] | None = None
 ) -> str:
@@ -39,7 +45,23 @@ def describe_axes(
 
 
 def format_index_groups(index_groups: Sequence[Sequence[int]]) -> str:
-    return str([list(group) for group in index_groups])
+    """The index groups as JAX writes them, `[[0, 1], [2, 3]]`; past
+    `CITED_GROUP_INDICES` indices, those first ones and how many there are in all:
+    `[[0, 1, ..., 15, ...], ...] (2 groups, 40 indices)`."""
+    total = sum(len(group) for group in index_groups)
+    if total <= CITED_GROUP_INDICES:
+        return str([list(group) for group in index_groups])
+    shown, budget = [], CITED_GROUP_INDICES
+    for group in index_groups:
+        if budget <= 0:
+            shown.append("...")
+            break
+        cited = ", ".join(str(index) for index in group[:budget])
+        shown.append(f"[{cited}, ...]" if len(group) > budget else f"[{cited}]")
+        budget -= len(group)
+    count = len(index_groups)
+    groups = "1 group" if count == 1 else f"{count} groups"
+    return f"[{', '.join(shown)}] ({groups}, {total} indices)"
 
 
 def check_index_groups(
@@ -47,7 +69,8 @@ def check_index_groups(
 ) -> None:
     """JAX's rules for `axis_index_groups` over a group of `n` devices: non-empty groups
     that hold each index 0..n-1 exactly once, and, where `equal_sizes`, all of one size
-    (JAX 0.4 requires it of all_gather, psum_scatter and all_to_all)."""
+    (JAX 0.4 requires it of all_gather, psum_scatter and all_to_all). The work grows
+    with the indices written, not with `n`."""
     fault = _cover_fault(index_groups, n)
     if fault is not None:
         raise ShapeError(
@@ -56,10 +79,11 @@ def check_index_groups(
         )
     sizes = sorted({len(group) for group in index_groups})
     if equal_sizes and len(sizes) > 1:
-        listed = ", ".join(str(size) for size in sizes)
+        listed = ", ".join(str(size) for size in sizes[:CITED])
+        more = f" and {len(sizes) - CITED} more" if len(sizes) > CITED else ""
         raise ShapeError(
             f"'{kind}' over {where}: axis_index_groups must all be the same "
-            f"size, got sizes {listed}; split the indices into groups of one size"
+            f"size, got sizes {listed}{more}; split the indices into groups of one size"
         )
 
 
@@ -67,27 +91,63 @@ def _cover_fault(index_groups: Sequence[Sequence[int]], n: int) -> str | None:
     """What keeps `index_groups` from holding each of 0..n-1 exactly once, or None."""
     if not index_groups or not all(index_groups):
         return "every group must hold at least one index"
-    indices = [index for group in index_groups for index in group]
-    outside = sorted({index for index in indices if not 0 <= index < n})
+    seen: set[int] = set()
+    outside, repeated = set(), set()
+    for group in index_groups:
+        for index in group:
+            if not 0 <= index < n:
+                outside.add(index)
+            elif index in seen:
+                repeated.add(index)
+            seen.add(index)
     if outside:
-        return f"{_listed(outside)} out of range"
-    repeated = sorted({index for index in indices if indices.count(index) > 1})
+        return f"{_listed(sorted(outside))} out of range"
     if repeated:
-        return f"{_listed(repeated)} more than once"
-    missing = sorted(set(range(n)) - set(indices))
-    if missing:
-        return f"{_listed(missing)} in no group"
+        return f"{_listed(sorted(repeated))} more than once"
+    if len(seen) < n:
+        return f"{_listed(_first_missing(seen, n), n - len(seen))} in no group"
     return None
 
 
-def _listed(values: Sequence[int]) -> str:
-    """`index 4` or `indices 4, 5, 6`."""
-    text = ", ".join(str(v) for v in values)
-    return f"index {text}" if len(values) == 1 else f"indices {text}"
+def _first_missing(seen: set[int], n: int) -> list[int]:
+    """The first `CITED` of 0..n-1 not in `seen` (which holds only such indices), in
+    time of the indices seen, not of n."""
+    missing: list[int] = []
+    expected = 0
+    for index in [*sorted(seen), n]:
+        while expected < index and len(missing) < CITED:
+            missing.append(expected)
+            expected += 1
+        if len(missing) == CITED:
+            break
+        expected = index + 1
+    return missing
+
+
+def _listed(values: Sequence[int], count: int | None = None) -> str:
+    """`index 4`, `indices 4, 5, 6`, or `indices 4, 5, 6, 7 and 12 more`: at most
+    `CITED` of the `count` values (default: all of `values`), the first ones."""
+    count = len(values) if count is None else count
+    text = ", ".join(str(v) for v in values[:CITED])
+    if count > CITED:
+        text += f" and {count - CITED} more"
+    return f"index {text}" if count == 1 else f"indices {text}"
+
+
+def check_static(shape: Shape, what: str) -> None:
+    """ShapeError if `shape` has a dynamic dimension (any negative size: MLIR's `?`):
+    maps and collectives take static shapes, as `jax.pmap` does."""
+    if any(dim < 0 for dim in shape):
+        dims = ", ".join("?" if dim < 0 else str(dim) for dim in shape)
+        raise ShapeError(
+            f"{what} has a dynamic shape [{dims}]; maps and collectives take static "
+            "shapes (as jax.pmap does): give it a size in every dimension"
+        )
 
 
 def mapped_operand_shape(shape: Shape, in_axis: int | None, axis_size: int, axis: str) -> Shape:
     """The per-device shape a map's body sees for an operand of `shape`."""
+    check_static(shape, "the operand")
     if in_axis is None:
         return shape
     if in_axis >= len(shape):
@@ -105,6 +165,7 @@ def mapped_operand_shape(shape: Shape, in_axis: int | None, axis_size: int, axis
 
 def mapped_result_shape(shape: Shape, out_axis: int | None, axis_size: int, axis: str) -> Shape:
     """The stacked shape a map returns for a body result of `shape`."""
+    check_static(shape, "the body's result")
     if out_axis is None:
         return shape
     if out_axis > len(shape):

@@ -27,7 +27,7 @@ import argparse
 import re
 import sys
 
-from pmapc import dialect, ir, options
+from pmapc import ir, options
 from pmapc.compiler.driver import verify_result
 from pmapc.compiler.pipeline import PIPELINES, WITHOUT_OPTIONS, describe, parse_pipeline
 from pmapc.errors import DiagnosticError, PipelineError
@@ -38,7 +38,7 @@ from pmapc.options import (
     GroupForm,
     RaggedForm,
 )
-from pmapc.passes import PASSES, TARGETS
+from pmapc.passes import PASSES, TARGETS, forms
 from pmapc.passes.base import option_fields, summary
 from pmapc.passes.manager import IRDumps, run_passes
 from pmapc.tools import diagnostics
@@ -164,7 +164,7 @@ def process_chunk(chunk, first_line, passes, filename, args) -> tuple[str | None
     context = ir.make_context()
     try:
         module = ir.parse_module(padded, context, filename)
-        dialect.verify_ops(module)
+        forms.verify_ops(module)
         run_checked(module, passes, args)
         output = ir.print_module(module, debug_info=args.mlir_print_debuginfo)
         found = []

@@ -18,7 +18,7 @@ module @map_still_present attributes {pmapc.mesh = {axis_names = ["i"], axis_siz
 
 module @axis_not_in_mesh attributes {pmapc.mesh = {axis_names = ["data"], axis_sizes = array<i64: 2>}} {
   func.func public @main(%arg0: tensor<3xf32>) -> tensor<3xf32> {
-    // expected-error@+1 {{axis 'model' is not an axis of the mesh (axes: 'data'); run flatten-maps first}}
+    // expected-error@+1 {{axis 'model' is not an axis of the mesh (axes: 'data'); lower-collectives takes a flattened module, its collectives over the axes of 'pmapc.mesh': run flatten-maps first}}
     %0 = stablehlo.custom_call @pmapc.psum(%arg0) {api_version = 4 : i32, backend_config = {axes = ["model"]}} : (tensor<3xf32>) -> tensor<3xf32>
     return %0 : tensor<3xf32>
   }
@@ -29,7 +29,7 @@ module @axis_not_in_mesh attributes {pmapc.mesh = {axis_names = ["data"], axis_s
 // Before flatten-maps renames it, a shadowed inner "i" is not the mesh's "i_1".
 module @one_axis_of_a_tuple_not_in_mesh attributes {pmapc.mesh = {axis_names = ["i", "i_1"], axis_sizes = array<i64: 2, 4>}} {
   func.func public @main(%arg0: tensor<3xf32>) -> tensor<3xf32> {
-    // expected-error@+1 {{axis 'j' is not an axis of the mesh (axes: 'i', 'i_1'); run flatten-maps first}}
+    // expected-error@+1 {{axis 'j' is not an axis of the mesh (axes: 'i', 'i_1'); lower-collectives takes a flattened module, its collectives over the axes of 'pmapc.mesh': run flatten-maps first}}
     %0 = stablehlo.custom_call @pmapc.pmax(%arg0) {api_version = 4 : i32, backend_config = {axes = ["i", "j"]}} : (tensor<3xf32>) -> tensor<3xf32>
     return %0 : tensor<3xf32>
   }
@@ -39,7 +39,7 @@ module @one_axis_of_a_tuple_not_in_mesh attributes {pmapc.mesh = {axis_names = [
 
 module @module_without_mesh {
   func.func public @main() -> tensor<i32> {
-    // expected-error@+1 {{axis 'i' is not an axis of the mesh (axes: none); run flatten-maps first}}
+    // expected-error@+1 {{axis 'i' is not an axis of the mesh (axes: none); lower-collectives takes a flattened module, its collectives over the axes of 'pmapc.mesh': run flatten-maps first}}
     %0 = stablehlo.custom_call @pmapc.axis_index() {api_version = 4 : i32, backend_config = {axes = ["i"]}} : () -> tensor<i32>
     return %0 : tensor<i32>
   }
@@ -49,7 +49,7 @@ module @module_without_mesh {
 
 module @axis_named_twice attributes {pmapc.mesh = {axis_names = ["i"], axis_sizes = array<i64: 2>}} {
   func.func public @main(%arg0: tensor<3xf32>) -> tensor<3xf32> {
-    // expected-error@+1 {{'psum' names an axis twice: ['i', 'i']; name each axis once}}
+    // expected-error@+1 {{'psum' names axis 'i' twice; name each axis once}}
     %0 = stablehlo.custom_call @pmapc.psum(%arg0) {api_version = 4 : i32, backend_config = {axes = ["i", "i"]}} : (tensor<3xf32>) -> tensor<3xf32>
     return %0 : tensor<3xf32>
   }

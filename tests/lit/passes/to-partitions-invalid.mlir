@@ -40,7 +40,7 @@ module @map_still_present {
 // are replica ids of a replica-and-partition program, not devices.
 module @channel_without_global_device_ids attributes {pmapc.mesh = {axis_names = ["i"], axis_sizes = array<i64: 2>}} {
   func.func public @main(%arg0: tensor<3xf32>) -> tensor<3xf32> {
-    // expected-error@+1 {{'stablehlo.all_reduce' has a channel_handle but no use_global_device_ids, so its replica_groups do not name devices; to-partitions only converts collectives whose groups name devices}}
+    // expected-error@+1 {{'stablehlo.all_reduce' has a channel_handle but no use_global_device_ids, so its replica_groups do not name devices; to-partitions takes collectives whose groups name devices}}
     %0 = "stablehlo.all_reduce"(%arg0) <{channel_handle = #stablehlo.channel_handle<handle = 1, type = 1>, replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>}> ({
     ^bb0(%a: tensor<f32>, %b: tensor<f32>):
       %s = stablehlo.add %a, %b : tensor<f32>
@@ -79,6 +79,35 @@ module @malformed_mesh_axis_groups attributes {pmapc.mesh = {axis_names = ["i"],
       %1 = stablehlo.add %arg1, %arg2 : tensor<f32>
       stablehlo.return %1 : tensor<f32>
     }) : (tensor<3xf32>) -> tensor<3xf32>
+    return %0 : tensor<3xf32>
+  }
+}
+
+// -----
+
+// Without a mesh, the devices the module declares.
+module @groups_outside_the_declared_devices attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 2 : i32} {
+  func.func public @main(%arg0: tensor<3xf32>) -> tensor<3xf32> {
+    // expected-error@+1 {{'stablehlo.all_reduce' names device 2 in its replica_groups, outside the module's 2 devices (0..1); name devices of the mesh}}
+    %0 = "stablehlo.all_reduce"(%arg0) ({
+    ^bb0(%l: tensor<f32>, %r: tensor<f32>):
+      %s = stablehlo.add %l, %r : tensor<f32>
+      stablehlo.return %s : tensor<f32>
+    }) {replica_groups = dense<[[0, 1], [2, 3]]> : tensor<2x2xi64>} : (tensor<3xf32>) -> tensor<3xf32>
+    return %0 : tensor<3xf32>
+  }
+}
+
+// -----
+
+// expected-error@+1 {{'mhlo.num_partitions' must be a device count (1..2147483648), got -1 : i32}}
+module @declared_devices_not_a_count attributes {mhlo.num_partitions = -1 : i32, mhlo.num_replicas = 2 : i32} {
+  func.func public @main(%arg0: tensor<3xf32>) -> tensor<3xf32> {
+    %0 = "stablehlo.all_reduce"(%arg0) ({
+    ^bb0(%l: tensor<f32>, %r: tensor<f32>):
+      %s = stablehlo.add %l, %r : tensor<f32>
+      stablehlo.return %s : tensor<f32>
+    }) {replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>} : (tensor<3xf32>) -> tensor<3xf32>
     return %0 : tensor<3xf32>
   }
 }

@@ -41,7 +41,7 @@ module @map_still_present {
 // the handle would change what the op does.
 module @channel_without_global_device_ids attributes {pmapc.mesh = {axis_names = ["i"], axis_sizes = array<i64: 2>}} {
   func.func public @main(%arg0: tensor<3xf32>) -> tensor<3xf32> {
-    // expected-error@+1 {{'stablehlo.all_reduce' has a channel_handle but no use_global_device_ids, so its replica_groups do not name devices; to-replicas only converts collectives whose groups name devices}}
+    // expected-error@+1 {{'stablehlo.all_reduce' has a channel_handle but no use_global_device_ids, so its replica_groups do not name devices; to-replicas takes collectives whose groups name devices}}
     %0 = "stablehlo.all_reduce"(%arg0) <{channel_handle = #stablehlo.channel_handle<handle = 1, type = 1>, replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>}> ({
     ^bb0(%a: tensor<f32>, %b: tensor<f32>):
       %s = stablehlo.add %a, %b : tensor<f32>
