@@ -40,6 +40,7 @@ import contextlib
 import dataclasses
 import io
 import multiprocessing
+import os
 import pathlib
 import random
 import re
@@ -510,6 +511,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--only", type=int, help="print this mutant and run it alone")
     args = parser.parse_args(argv)
+    # JAX on the CPU only (the workers inherit it): with the `targets` extra installed
+    # it would start the CUDA plugin first, which cannot reserve its memory under a
+    # worker's limit.
+    os.environ["JAX_PLATFORMS"] = "cpu"
     if args.only is not None:
         failures, ran = show(args.only), 1
     else:
