@@ -387,6 +387,30 @@ module @replica_id_read_once_per_function attributes {pmapc.mesh = {axis_names =
 
 // -----
 
+// Groups that are whole mesh axes are written as those axes, over one `sdy.mesh`
+// op the pass adds for the module's mesh (never listed device by device: a
+// collective costs the same on any mesh). An axis of size 1 changes no group and
+// is left out; groups over axes of size 1 only are the mesh's first such axis.
+// CHECK-LABEL: module @named_groups_over_one_mesh_op
+// CHECK-COUNT-1: sdy.mesh @mesh = <["data"=2, "one"=1, "model"=4]>
+// CHECK-NOT: sdy.mesh
+// CHECK: "stablehlo.all_reduce"
+// CHECK-SAME{LITERAL}: replica_groups = #stablehlo.replica_group_mesh_axes<mesh = @mesh, axes = [#stablehlo.axis_ref<name = "model">, #stablehlo.axis_ref<name = "data">]>
+// CHECK: "stablehlo.all_reduce"
+// CHECK-SAME{LITERAL}: replica_groups = #stablehlo.replica_group_mesh_axes<mesh = @mesh, axes = [#stablehlo.axis_ref<name = "one">]>
+// CHECK: "stablehlo.all_gather"
+// CHECK-SAME{LITERAL}: replica_groups = #stablehlo.replica_group_mesh_axes<mesh = @mesh, axes = [#stablehlo.axis_ref<name = "model">]>
+module @named_groups_over_one_mesh_op attributes {pmapc.mesh = {axis_names = ["data", "one", "model"], axis_sizes = array<i64: 2, 1, 4>}} {
+  func.func public @main(%arg0: tensor<3xf32>) -> (tensor<3xf32>, tensor<3xf32>, tensor<12xf32>) {
+    %0 = stablehlo.custom_call @pmapc.psum(%arg0) {api_version = 4 : i32, backend_config = {axes = ["model", "one", "data"]}} : (tensor<3xf32>) -> tensor<3xf32>
+    %1 = stablehlo.custom_call @pmapc.pmax(%arg0) {api_version = 4 : i32, backend_config = {axes = ["one"]}} : (tensor<3xf32>) -> tensor<3xf32>
+    %2 = stablehlo.custom_call @pmapc.all_gather(%arg0) {api_version = 4 : i32, backend_config = {axes = ["model"], all_gather_dimension = 0 : i64, tiled = true}} : (tensor<3xf32>) -> tensor<12xf32>
+    return %0, %1, %2 : tensor<3xf32>, tensor<3xf32>, tensor<12xf32>
+  }
+}
+
+// -----
+
 // Without a mesh (no maps) there is nothing to lower.
 // CHECK-LABEL: module @module_without_mesh_is_left_alone
 // CHECK-NOT: mhlo.num_
