@@ -355,20 +355,21 @@ def register_cache(cache, description: str) -> None:
 
 
 def place_on_mesh(operands, mesh):
-    """The operands, the first marked as a value of a program on `mesh`'s devices.
+    """The operands, marked as values of a program on `mesh`'s devices.
 
     A sharding constraint on `mesh` with every dimension unconstrained: it
     tells `jax.jit` which devices the program runs on and leaves the layout to
     XLA's propagation from the map's own in-specs (which may split a value
-    over inner axes too). One is enough to tell the devices, and each costs
-    XLA's compile: one on each of a 300-array step's operands made it 5-10 %
-    slower on jax 0.10.2.
+    over inner axes too). Every operand gets one, though one would tell the
+    devices: with the first alone, XLA's propagation gave a value of a
+    `jax.checkpoint` under `jax.grad` a sharding its shape cannot take (an
+    IndivisibleError; tests/py/test_random_transformations.py).
     """
-    if not operands:
-        return []
-    first, *rest = operands
-    spec = PartitionSpec(*[PartitionSpec.UNCONSTRAINED] * np.ndim(first))
-    return [jax.lax.with_sharding_constraint(first, NamedSharding(mesh, spec)), *rest]
+    shardings = [
+        NamedSharding(mesh, PartitionSpec(*[PartitionSpec.UNCONSTRAINED] * np.ndim(operand)))
+        for operand in operands
+    ]
+    return list(jax.lax.with_sharding_constraint(list(operands), shardings))  # one call
 
 
 def jaxprs_in(params: dict):

@@ -39,7 +39,7 @@ map_p.multiple_results = True
 def bind_map(operands, *, jaxpr, axis_name, axis_size, in_axes, out_axes, name, mesh=None, fold=()):
     """Bind `map_p`; `jaxpr` is the body, closed over nothing (constants are operands).
 
-    An outermost map (`mesh` given) first marks an operand as a value on the
+    An outermost map (`mesh` given) first marks its operands as values on the
     mesh, so `jax.jit` places the program on the mesh's devices. The outermost map
     of a nest folded onto fewer devices (lowering/fold.py) says how in `fold`: the
     (axis label, positions per device) of each folded axis.
