@@ -282,8 +282,8 @@ def table_row(target: str, name: str, ours: Measured, peer: Measured | None) -> 
         return [
             f"{m.seconds:.2f}{own}",
             m.describe(),
-            hlo_stats_bytes(m.wire_bytes),
-            hlo_stats_bytes(m.temp_bytes),
+            format_bytes(m.wire_bytes),
+            format_bytes(m.temp_bytes),
             optimal,
         ]
 
@@ -299,10 +299,6 @@ def table_row(target: str, name: str, ours: Measured, peer: Measured | None) -> 
         ]
     )
     return "| " + " | ".join([target, name, *cells(ours), *cells(peer), *ratios]) + " |"
-
-
-def hlo_stats_bytes(count: float) -> str:
-    return format_bytes(count)
 
 
 HEADER = (

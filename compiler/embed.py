@@ -192,8 +192,9 @@ def _program(ctx, mesh, params) -> tuple[SpmdProgram, tuple]:
 
 def compile_map(ctx, mesh, params, avals_in) -> SpmdProgram:
     """The map of `map_p`'s parameters `params` on operands `avals_in` as pmapc IR
-    (lowered inside JAX's lowering that `ctx` is a rule context of,
-    `trace.map_ir`), through the passes for the partition target."""
+    (lowered inside JAX's lowering that `ctx` is a rule context of by
+    `trace.lower_map`, read into a context of pmapc's own by `trace.own_map`),
+    through the passes for the partition target."""
     avals_out = ctx.avals_out
 
     def one_map(*operands):

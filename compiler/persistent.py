@@ -54,9 +54,6 @@ class Stats:
     misses: int = 0
     writes: int = 0
 
-    def reset(self) -> None:
-        self.hits = self.misses = self.writes = 0
-
 
 STATS = Stats()
 _STATS_LOCK = threading.Lock()

@@ -573,11 +573,12 @@ def _title(index: int, step: Step) -> str:
     return f"{index} {step.op}{over}"
 
 
-def _cell_labels(step: Step, size: int) -> list[str]:
-    """Each device's label: its group's letter, or a permute's target (`>5`)."""
+def _cell_labels(step: Step, size: int, group_of: list[int] | None) -> list[str]:
+    """Each device's label: its group's letter (`group_of`: each device's group, for
+    a step other than a permute), or a permute's target (`>5`)."""
     if step.is_permute:
         return [f">{t}" if t >= 0 else "." for t in target_of_devices(step, size).tolist()]
-    group_of = group_of_devices(step, size).tolist()
+    assert group_of is not None
     names = [_group_name(group) for group in range(step.groups.count)]
     return [names[group] if group >= 0 else "." for group in group_of]
 
@@ -593,9 +594,13 @@ def terminal_picture(plan: Plan, color: bool = False) -> str:
     _, columns = grid_shape(plan.mesh)
     out = []
     for index, step in enumerate(plan.steps, 1):
-        cells = [label.rjust(3) for label in _cell_labels(step, plan.mesh.size)]
-        if color:
-            group_of = group_of_devices(step, plan.mesh.size).tolist()
+        group_of = (
+            None
+            if step.is_permute and not color
+            else group_of_devices(step, plan.mesh.size).tolist()
+        )
+        cells = [label.rjust(3) for label in _cell_labels(step, plan.mesh.size, group_of)]
+        if color and group_of is not None:
             cells = [_colored(cell, group) for cell, group in zip(cells, group_of)]
         out.append(_title(index, step))
         out.extend(

@@ -219,17 +219,17 @@ class Executable:
         compile_for = (
             xla.compile_partitioned if self.form is Target.PARTITIONS else xla.compile_replicated
         )
+        # A topology's devices (mesh_devices.compiles_only): compiled, never run here.
+        self.runs_here = not mesh_devices.compiles_only(self.devices)
         try:
             self.loaded = compile_for(module, self.devices, compiler_options, host_callbacks)
         except jax.errors.JaxRuntimeError as error:
-            if not mesh_devices.compiles_only(self.devices):
+            if self.runs_here:
                 raise
             raise DeviceError(refused_for_topology(self.devices, error)) from None
         self.jax_mesh = mesh_devices.jax_mesh(self.mesh, self.devices)
         self.in_shardings = [NamedSharding(self.jax_mesh, s.spec()) for s in self.arguments]
         self.out_shardings = [NamedSharding(self.jax_mesh, s.spec()) for s in self.results]
-        # A topology's devices (mesh_devices.compiles_only): compiled, never run here.
-        self.runs_here = not mesh_devices.compiles_only(self.devices)
         self.handlers = (
             xla.result_handlers(
                 [(s.shape, s.dtype, sh) for s, sh in zip(self.results, self.out_shardings)],

@@ -5,9 +5,10 @@ StableHLO collective with explicit `replica_groups` over the mesh (a tuple of
 axes groups over the product of those axes, ordered as the tuple names them),
 written as those mesh axes (`#stablehlo.replica_group_mesh_axes` over an
 `sdy.mesh` op added once; their axes of size 1 left out, which change no
-group), or as device ids with the option `replica-groups=dense` and for groups
-split by index groups. Groups over axes are never listed device by device, so
-a collective costs the same on any mesh:
+group), or as device ids with the option `replica-groups=dense`, for groups
+split by index groups, and where the XLA in use cannot read an axis's name.
+Groups over axes are never listed device by device, so a collective costs the
+same on any mesh:
 
   psum, pmax, pmin -> all_reduce (add, maximum, minimum)
   all_gather       -> all_gather (untiled: a unit dimension gathered)

@@ -91,7 +91,14 @@ def canonical_axes(mesh: Mesh, axes: tuple[str, ...]) -> tuple[str, ...]:
     kept = tuple(axis for axis in axes if mesh.axis_size(axis) > 1)
     if kept or not axes:
         return kept
-    return (next(n for n, size in zip(mesh.axis_names, mesh.axis_sizes) if size == 1),)
+    unit = _first_unit_axis(mesh)
+    assert unit is not None  # `axes` are axes of size 1
+    return (unit,)
+
+
+def _first_unit_axis(mesh: Mesh) -> str | None:
+    """The mesh's first axis of size 1 (which names groups of one device), if any."""
+    return next((n for n, size in zip(mesh.axis_names, mesh.axis_sizes) if size == 1), None)
 
 
 def axes_of_groups(mesh: Mesh, groups: np.ndarray) -> tuple[str, ...] | None:
@@ -120,10 +127,10 @@ def axes_of_groups(mesh: Mesh, groups: np.ndarray) -> tuple[str, ...] | None:
         return None
     candidate = tuple(axes)
     if not candidate:  # groups of one device: the first axis of size 1, if any
-        ones = [name for name, size in zip(mesh.axis_names, mesh.axis_sizes) if size == 1]
-        if not ones:
+        unit = _first_unit_axis(mesh)
+        if unit is None:
             return None
-        candidate = (ones[0],)
+        candidate = (unit,)
     return candidate if np.array_equal(replica_groups_for(mesh, candidate), groups) else None
 
 

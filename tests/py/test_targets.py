@@ -137,7 +137,6 @@ def test_every_entry_compiles_for_every_target(name, entry):
         lowered = f.lower(x) if entry == "f.lower" else pmapc.lower(lambda v: f(v) * 2, x)
         compiled = lowered.compile()
         axes = xla_axes(compiled)
-        text = compiled.as_text()
         assert compiled.memory_analysis().argument_size_in_bytes == 128 * 4
     assert all(group is not None for _, group in axes), axes  # groups are mesh axes
     groups = {group for _, group in axes}
@@ -267,9 +266,7 @@ def test_a_divergent_cond_runs_its_collective_on_every_device(name):
     compiled = nest2(divergent_body, devices).lower(SDS((data, model, 64), F32)).compile()
     text = compiled.as_text()
     assert hlo_collectives.opcode_count(text, "conditional") == 0
-    assert xla_axes(compiled) == [("all-reduce", ("model",))] or kinds(xla_axes(compiled)) == {
-        "all-reduce"
-    }
+    assert kinds(xla_axes(compiled)) == {"all-reduce"}
 
 
 def three_level_body(x):
