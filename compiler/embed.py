@@ -43,7 +43,15 @@ from jax.sharding import PartitionSpec
 from pmapc import dialect, ir
 from pmapc.compiler import driver, persistent, runtime
 from pmapc.errors import PmapcError
-from pmapc.lowering import jax_api, jax_lowering, placement, primitives, structure, trace
+from pmapc.lowering import (
+    jax_api,
+    jax_lowering,
+    jax_structure,
+    placement,
+    primitives,
+    structure,
+    trace,
+)
 from pmapc.lowering.locations import at_user_call_site
 from pmapc.options import GroupForm, Target, ragged_form_for
 from pmapc.passes.manager import cyclic_gc_paused
@@ -181,7 +189,7 @@ def _program(ctx, mesh, params) -> tuple[SpmdProgram, tuple]:
         tuple(ctx.avals_out),
         mesh,
         platforms,
-        jax_api.trace_context(),
+        jax_structure.trace_context(),
     )
     program = SHARED_PROGRAMS.get(
         key,

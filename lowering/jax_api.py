@@ -3,12 +3,13 @@
 pmapc traces bodies to the jaxprs `jax.make_jaxpr` makes (`trace_flat`),
 defines its map primitive with `jax.extend.core.Primitive`, and lowers with
 `jax.jit(...).trace(...).lower(...)`; what it needs beyond public JAX is
-imported from JAX in three files and nowhere else, one area each:
+imported from JAX in four files and nowhere else, one area each:
 
     jax_api.py        tracing, the collective primitives, the map's autodiff,
                       batching and checkify rules, jaxpr helpers, folding
     jax_lowering.py   lowering to MLIR: rules, parameters, contexts
     jax_frames.py     the user's lines and JAX's refusals, read from frames
+    jax_structure.py  what a map's structure reads of jaxprs (lowering/structure.py)
 
 pmapc runs on every JAX from 0.10.2 to 0.12 (pyproject.toml); where the two ends
 differ, the choice is made here (`SINCE_0_11`), from JAX's public modules where
@@ -60,7 +61,7 @@ from jax.interpreters import ad as _ad_public
 from jax.interpreters import batching as _batching_public
 from jax.interpreters import mlir as _mlir_public
 from jax.interpreters import partial_eval as _pe_public
-from jax.sharding import NamedSharding, PartitionSpec
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from pmapc import collectives
 from pmapc.collectives import Collective
@@ -257,12 +258,6 @@ def closure_to_arguments(closed: ClosedJaxpr) -> tuple[ClosedJaxpr, list]:
     return ClosedJaxpr(jaxpr, ()), list(closed.consts)
 
 
-def trace_context() -> tuple:
-    """The configuration that decides how JAX traces and lowers (what its own caches
-    of jitted functions are keyed on besides the function and its arguments)."""
-    return _config.trace_context()
-
-
 def trace_flat(fun: Callable, avals: list, axis_env: list, traced_for: str) -> ClosedJaxpr:
     """The closed jaxpr of `fun` (flat arguments to a list of flat results) on
     `avals`, the axes of `axis_env` bound: what `jax.make_jaxpr(fun, axis_env=...)`
@@ -273,23 +268,6 @@ def trace_flat(fun: Callable, avals: list, axis_env: list, traced_for: str) -> C
     with _core.extend_axis_env_nd(axis_env):
         jaxpr, _, consts = _pe.trace_to_jaxpr_dynamic(_lu.wrap_init(fun, debug_info=debug), avals)
     return ClosedJaxpr(jaxpr, consts)
-
-
-def is_literal(atom) -> bool:
-    """Whether a jaxpr equation's operand is a literal (a scalar written in the
-    jaxpr, as `mul b 0.001:f32[]`) rather than a variable."""
-    return isinstance(atom, _core.Literal)
-
-
-def new_var(aval):
-    """A fresh jaxpr variable of abstract value `aval`."""
-    return _core.Var(aval)
-
-
-def with_operands(jaxpr, invars: list, eqns: list):
-    """`jaxpr` (open) with these arguments and equations: JAX renames arguments it
-    cannot name any more (`debug_info`) when `invars` changes."""
-    return jaxpr.replace(invars=invars, eqns=eqns)
 
 
 def is_weakly_typed(value) -> bool:
@@ -320,7 +298,15 @@ EAGER_PROGRAMS = 64
 
 def compiled_impl(primitive):
     """An impl rule that runs `primitive` the way JAX runs its own (a jitted call of
-    the primitive, JAX's `xla_primitive_callable`), keeping the last EAGER_PROGRAMS."""
+    the primitive, JAX's `xla_primitive_callable`), keeping the last EAGER_PROGRAMS.
+
+    A primitive with a `mesh` parameter (an outermost map) runs on that mesh's
+    devices: an operand on other devices, or on one device uncommitted, is put
+    on the mesh first. A gradient's eager steps hand it such arrays whose
+    abstract values name the mesh of an earlier program (jax 0.10's eager
+    `reshard` of a scalar cotangent), from which `jax.jit` would rebuild the
+    sharding XLA chose for them, and fail where its shape does not fit that mesh.
+    """
 
     @functools.lru_cache(maxsize=EAGER_PROGRAMS)
     def program(params: tuple) -> Callable:
@@ -328,6 +314,9 @@ def compiled_impl(primitive):
 
     def impl(*args, **params):
         run = program(tuple(params.items()))
+        mesh = params.get("mesh")
+        if isinstance(mesh, Mesh):
+            args = _on_mesh(args, mesh)
         previous = _config.disable_jit.swap_local(False)
         try:
             return run(*args)
@@ -336,6 +325,18 @@ def compiled_impl(primitive):
 
     register_cache(program, f"pmapc: eager {primitive.name}")
     return impl
+
+
+def _on_mesh(args, mesh: Mesh) -> list:
+    """`args`, each array that is not on `mesh`'s devices put there (replicated)."""
+    devices = set(mesh.devices.flat)
+    replicated = NamedSharding(mesh, PartitionSpec())
+    return [
+        jax.device_put(arg, replicated)
+        if is_concrete_array(arg) and arg.sharding.device_set != devices
+        else arg
+        for arg in args
+    ]
 
 
 def persistent_cache():
@@ -354,22 +355,28 @@ def register_cache(cache, description: str) -> None:
     _util.register_cache(cache, description)
 
 
-def place_on_mesh(operands, mesh):
-    """The operands, marked as values of a program on `mesh`'s devices.
+def placement_jaxpr(mesh) -> ClosedJaxpr | None:
+    """A jaxpr that tells `jax.jit` a program runs on `mesh`'s devices, for an
+    outermost map's parameters (None for an abstract mesh, which has no devices).
 
-    A sharding constraint on `mesh` with every dimension unconstrained: it
-    tells `jax.jit` which devices the program runs on and leaves the layout to
-    XLA's propagation from the map's own in-specs (which may split a value
-    over inner axes too). Every operand gets one, though one would tell the
-    devices: with the first alone, XLA's propagation gave a value of a
-    `jax.checkpoint` under `jax.grad` a sharding its shape cannot take (an
-    IndivisibleError; tests/py/test_random_transformations.py).
+    `jax.jit` takes its devices from the shardings it finds in the function's
+    jaxpr and in the jaxprs among its equations' parameters, and reads no
+    primitive of pmapc's. This jaxpr, which nothing runs or lowers, holds one
+    sharding constraint on the mesh for it to find. A constraint on the map's
+    operands instead reaches XLA: one on each of 302 operands cost its compile
+    5-10 %, and one alone led XLA's propagation to give a value of a
+    `jax.checkpoint` under `jax.grad` a sharding its shape cannot take.
     """
-    shardings = [
-        NamedSharding(mesh, PartitionSpec(*[PartitionSpec.UNCONSTRAINED] * np.ndim(operand)))
-        for operand in operands
-    ]
-    return list(jax.lax.with_sharding_constraint(list(operands), shardings))  # one call
+    if not isinstance(mesh, Mesh):
+        return None
+    return _placement_jaxpr(mesh)
+
+
+@functools.lru_cache(maxsize=64)  # one per mesh: JAX's caches keyed on parameters hit
+def _placement_jaxpr(mesh: Mesh) -> ClosedJaxpr:
+    sharding = NamedSharding(mesh, PartitionSpec())
+    scalar = jax.ShapeDtypeStruct((), np.float32)
+    return jax.make_jaxpr(lambda x: jax.lax.with_sharding_constraint(x, sharding))(scalar)
 
 
 def jaxprs_in(params: dict):

@@ -36,16 +36,29 @@ map_p = jax_api.Primitive("pmapc_map")
 map_p.multiple_results = True
 
 
-def bind_map(operands, *, jaxpr, axis_name, axis_size, in_axes, out_axes, name, mesh=None, fold=()):
+def bind_map(
+    operands,
+    *,
+    jaxpr,
+    axis_name,
+    axis_size,
+    in_axes,
+    out_axes,
+    name,
+    mesh=None,
+    fold=(),
+    placement=None,
+):
     """Bind `map_p`; `jaxpr` is the body, closed over nothing (constants are operands).
 
-    An outermost map (`mesh` given) first marks its operands as values on the
-    mesh, so `jax.jit` places the program on the mesh's devices. The outermost map
-    of a nest folded onto fewer devices (lowering/fold.py) says how in `fold`: the
-    (axis label, positions per device) of each folded axis.
+    An outermost map (`mesh` given) carries in `placement` a jaxpr from which
+    `jax.jit` reads the mesh's devices (`jax_api.placement_jaxpr`; made from
+    `mesh` when not given). The outermost map of a nest folded onto fewer devices
+    (lowering/fold.py) says how in `fold`: the (axis label, positions per device)
+    of each folded axis.
     """
-    if mesh is not None:
-        operands = jax_api.place_on_mesh(operands, mesh)
+    if mesh is not None and placement is None:
+        placement = jax_api.placement_jaxpr(mesh)
     return map_p.bind(
         *operands,
         jaxpr=jaxpr,
@@ -56,10 +69,13 @@ def bind_map(operands, *, jaxpr, axis_name, axis_size, in_axes, out_axes, name, 
         name=name,
         mesh=mesh,
         fold=tuple(fold),
+        placement=placement,
     )
 
 
-def _map_abstract_eval(*avals, jaxpr, axis_name, axis_size, in_axes, out_axes, name, mesh, fold):
+def _map_abstract_eval(
+    *avals, jaxpr, axis_name, axis_size, in_axes, out_axes, name, mesh, fold, placement
+):
     """The stacked results, and the body's effects (a map that only prints is kept)."""
     outs = []
     for aval, out_axis in zip(jaxpr.out_avals, out_axes):
@@ -115,7 +131,7 @@ def _predicated_to_pmapc_ir(ctx, *operands, kind, axes):
 
 
 def _map_to_pmapc_ir(
-    ctx, *operands, jaxpr, axis_name, axis_size, in_axes, out_axes, name, mesh, fold
+    ctx, *operands, jaxpr, axis_name, axis_size, in_axes, out_axes, name, mesh, fold, placement
 ):
     # The body's axis is bound while it lowers: rules written as JAX functions of
     # collectives (pbroadcast's) name it.

@@ -37,7 +37,7 @@ from typing import Any, NamedTuple
 import jax.numpy as jnp
 import numpy as np
 
-from pmapc.lowering import jax_api, primitives
+from pmapc.lowering import jax_api, jax_structure, primitives
 
 
 class SharedMap(NamedTuple):
@@ -77,11 +77,11 @@ def _body(jaxpr, hoist: bool) -> tuple[Any, list[np.ndarray], tuple]:
         operands, reads = [], []
         hoisted = len(arguments)
         for atom in eqn.invars:
-            if not jax_api.is_literal(atom):
+            if not jax_structure.is_literal(atom):
                 operands.append(atom)
                 reads.append(numbers[atom])
             elif hoist and jnp.issubdtype(atom.aval.dtype, jnp.floating):
-                operands.append(jax_api.new_var(atom.aval))
+                operands.append(jax_structure.new_var(atom.aval))
                 arguments.append(operands[-1])
                 constants.append(_literal_value(atom))
                 reads.append(atom.aval)
@@ -91,7 +91,7 @@ def _body(jaxpr, hoist: bool) -> tuple[Any, list[np.ndarray], tuple]:
         if hoist and eqn.primitive is primitives.map_p:
             inner, inner_constants, params_key = _hoisted_map(eqn.params)
             hoisted_avals = inner["jaxpr"].in_avals[: len(inner_constants)]
-            passed = [jax_api.new_var(aval) for aval in hoisted_avals]
+            passed = [jax_structure.new_var(aval) for aval in hoisted_avals]
             arguments += passed
             constants += inner_constants
             eqn = eqn.replace(invars=passed + operands, params=inner)
@@ -116,19 +116,23 @@ def _body(jaxpr, hoist: bool) -> tuple[Any, list[np.ndarray], tuple]:
         )
         eqns.append(eqn)
     results = tuple(
-        _literal(atom) if jax_api.is_literal(atom) else numbers[atom] for atom in jaxpr.outvars
+        _literal(atom) if jax_structure.is_literal(atom) else numbers[atom]
+        for atom in jaxpr.outvars
     )
     key = (tuple(var.aval for var in jaxpr.invars), tuple(keys), results)
     if not hoist:
         return jaxpr, [], key
-    return jax_api.with_operands(jaxpr, arguments + list(jaxpr.invars), eqns), constants, key
+    return jax_structure.with_operands(jaxpr, arguments + list(jaxpr.invars), eqns), constants, key
 
 
 def _hoisted_map(params: dict[str, Any]) -> tuple[dict[str, Any], list[np.ndarray], tuple]:
     """(a map's parameters with its bodies' float literals hoisted, their values, its
     structure)."""
     body, constants, body_key = _body(params["jaxpr"].jaxpr, hoist=True)
-    others = _value(tuple((name, v) for name, v in params.items() if name != "jaxpr"))
+    # The placement is made from the mesh, which the key holds (`placement_jaxpr`).
+    others = _value(
+        tuple((name, v) for name, v in params.items() if name not in ("jaxpr", "placement"))
+    )
     hoisted = dict(
         params,
         jaxpr=jax_api.ClosedJaxpr(body, ()),

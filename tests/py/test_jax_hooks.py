@@ -15,12 +15,13 @@ import jax
 import numpy as np
 import pytest
 from jax import lax
+from jax.sharding import AbstractMesh, AxisType, NamedSharding, PartitionSpec
 
 import pmapc
 import pmapc.api
 import pmapc.lowering
 from pmapc import ir
-from pmapc.lowering import jax_api, jax_frames, jax_lowering
+from pmapc.lowering import jax_api, jax_frames, jax_lowering, jax_structure, primitives
 
 THIS_FILE = os.path.abspath(__file__)
 
@@ -295,9 +296,9 @@ def test_a_literal_is_hoisted_to_a_new_argument():
     closed = jax.make_jaxpr(lambda y: y * 0.5)(np.ones(3, np.float32))
     (eqn,) = closed.jaxpr.eqns
     literal = eqn.invars[1]
-    assert jax_api.is_literal(literal) and not jax_api.is_literal(eqn.invars[0])
-    hoisted = jax_api.new_var(literal.aval)
-    jaxpr = jax_api.with_operands(
+    assert jax_structure.is_literal(literal) and not jax_structure.is_literal(eqn.invars[0])
+    hoisted = jax_structure.new_var(literal.aval)
+    jaxpr = jax_structure.with_operands(
         closed.jaxpr,
         [hoisted, *closed.jaxpr.invars],
         [eqn.replace(invars=[eqn.invars[0], hoisted])],
@@ -325,6 +326,48 @@ def test_results_of_both_forms_reach_the_host(target):
     expected = x.sum(axis=0) + np.arange(4)[:, None]
     np.testing.assert_array_equal(np.asarray(result), expected)
     np.testing.assert_array_equal(np.asarray(result.addressable_shards[1].data)[0], expected[1])
+
+
+# -- the devices of a program ----------------------------------------------------------
+
+
+def nest_over(axes):
+    inner = pmapc.pmap(lambda v, w: lax.psum(jax.numpy.sin(v) * w, axes[1]), axis_name=axes[1])
+    return pmapc.pmap(inner, axis_name=axes[0])
+
+
+def test_jit_reads_the_devices_from_the_maps_placement_not_from_constraints():
+    """`jax.jit` finds the mesh's devices in the jaxpr among the outermost map's
+    parameters (`jax_api.placement_jaxpr`): no sharding constraint reaches the module,
+    and the program runs on the mesh's 8 devices."""
+    x = np.arange(8 * 3, dtype=np.float32).reshape(2, 4, 3)
+    lowered = jax.jit(nest_over(("data", "model"))).lower(x, x)
+    names = {op.name for op in ir.walk(lowered.compiler_ir("stablehlo").operation)}
+    assert "sdy.manual_computation" in names
+    assert "sdy.sharding_constraint" not in names
+    result = lowered.compile()(x, x)
+    assert result.sharding.device_set == set(jax.devices()[:8])
+    want = np.broadcast_to((np.sin(x) * x).sum(1, keepdims=True), x.shape)
+    np.testing.assert_allclose(np.asarray(result), want, rtol=1e-6)
+
+
+def test_an_eager_map_puts_its_operands_on_its_mesh():
+    """JAX's eager `reshard` of a gradient's scalar cotangent leaves an array on one
+    device whose abstract value names another program's mesh; `jax.jit` of the map
+    would rebuild the sharding XLA chose for it on that mesh, where a [2, 4] shape
+    split over a (2, 4) mesh does not fit a (4, 2) one. The eager map first puts it on
+    its own mesh (`jax_api.compiled_impl`)."""
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    nest = nest_over(("d", "m"))
+    closed = jax.make_jaxpr(nest)(x, x)
+    (eqn,) = [e for e in closed.eqns if e.primitive is primitives.map_p]
+    on_mesh = nest(x, np.ones_like(x))  # a result of the map: committed to its mesh
+    other = AbstractMesh((4, 2), ("k", "k_1"), axis_types=(AxisType.Auto,) * 2)
+    stale = jax.sharding.reshard(jax.numpy.asarray(x), NamedSharding(other, PartitionSpec()))
+    (result,) = primitives.map_p.bind(on_mesh, stale, **eqn.params)
+    sines = np.broadcast_to(np.sin(x).sum(1, keepdims=True), x.shape)
+    want = np.broadcast_to((np.sin(sines) * x).sum(1, keepdims=True), x.shape)
+    np.testing.assert_allclose(np.asarray(result), want, rtol=1e-6)
 
 
 # -- MLIR contexts --------------------------------------------------------------------
