@@ -50,6 +50,7 @@ from pmapc.lowering import (
     placement,
     primitives,
     structure,
+    structure_digest,
     trace,
 )
 from pmapc.lowering.locations import at_user_call_site
@@ -182,27 +183,25 @@ def _program(ctx, mesh, params) -> tuple[SpmdProgram, tuple]:
     if shared is None:
         return compile_map(ctx, mesh, params, ctx.avals_in), ()
     constant_avals = shared.params["jaxpr"].in_avals[: len(shared.constants)]
-    platforms = tuple(ctx.module_context.platforms)
-    key = (
-        shared.key,
-        tuple(ctx.avals_in),
-        tuple(ctx.avals_out),
-        mesh,
-        platforms,
-        jax_structure.trace_context(),
-    )
-    program = SHARED_PROGRAMS.get(
-        key,
-        lambda: compile_map(ctx, mesh, shared.params, [*constant_avals, *ctx.avals_in]),
-    )
-    return program, shared.constants
+    avals_in = [*constant_avals, *ctx.avals_in]
+    context = jax_structure.trace_context()
+    key = (shared.key, tuple(ctx.avals_in), tuple(ctx.avals_out), mesh, _platforms(ctx), context)
+
+    def made() -> SpmdProgram:
+        kept = _kept_by_structure((shared.key, context), mesh, avals_in, ctx)
+        if kept is not None and kept.program is not None:
+            return kept.program
+        return compile_map(ctx, mesh, shared.params, avals_in, kept)
+
+    return SHARED_PROGRAMS.get(key, made), shared.constants
 
 
-def compile_map(ctx, mesh, params, avals_in) -> SpmdProgram:
+def compile_map(ctx, mesh, params, avals_in, kept: _Kept | None = None) -> SpmdProgram:
     """The map of `map_p`'s parameters `params` on operands `avals_in` as pmapc IR
     (lowered inside JAX's lowering that `ctx` is a rule context of by
     `trace.lower_map`, read into a context of pmapc's own by `trace.own_map`),
-    through the passes for the partition target."""
+    through the passes for the partition target; kept in JAX's persistent cache as
+    `kept` says, or (None) by its lowered IR."""
     avals_out = ctx.avals_out
 
     def one_map(*operands):
@@ -211,16 +210,16 @@ def compile_map(ctx, mesh, params, avals_in) -> SpmdProgram:
     start = time.perf_counter()
     one_map_jaxpr = jax_api.trace_flat(one_map, list(avals_in), [], "pmapc's outermost map")
     lowered = trace.lower_map(ctx, one_map_jaxpr, params["name"])
-    ragged = ragged_form_for(ctx.module_context.platforms)
-    kept = _kept_program(lowered, mesh, avals_in, avals_out, ctx, ragged)
-    if kept.program is not None:
-        return kept.program
+    if kept is None:
+        kept = _kept_by_ir(lowered, mesh, avals_in, ctx)
+        if kept.program is not None:
+            return kept.program
     compilation = driver.compile_ir(
         trace.own_map(lowered, params["name"]),
         time.perf_counter() - start,
         target=Target.PARTITIONS,
         replica_groups=GroupForm.DENSE,
-        ragged=ragged,
+        ragged=ragged_form_for(_platforms(ctx)),
     )
     if compilation.mesh != placement.pmapc_mesh(mesh):
         raise PmapcError(
@@ -242,6 +241,10 @@ def compile_map(ctx, mesh, params, avals_in) -> SpmdProgram:
     return program
 
 
+def _platforms(ctx) -> tuple[str, ...]:
+    return tuple(ctx.module_context.platforms)
+
+
 @dataclasses.dataclass
 class _Kept:
     """A map's program in JAX's persistent cache (compiler/persistent.py): `program`
@@ -252,27 +255,50 @@ class _Kept:
     entries: persistent.Entries | None = None
     key: str | None = None
 
+    @classmethod
+    def at(cls, entries: persistent.Entries, key: str) -> _Kept:
+        """The program under `key`, or where to store it."""
+        entry = entries.get(key)
+        if entry is None:
+            return cls(entries=entries, key=key)
+        return cls(program=SpmdProgram.from_bytes(entry))
+
     def store(self, program: SpmdProgram) -> None:
         if self.entries is not None and self.key is not None and not program.host_callbacks:
             self.entries.put(self.key, program.to_bytes())
 
 
-def _kept_program(lowered, mesh, avals_in, avals_out, ctx, ragged) -> _Kept:
+def _described(mesh, avals_in, ctx) -> tuple:
+    """What decides a map's program besides its IR or structure: its abstract values
+    in and out, the mesh, the platforms and the compiler's options."""
+    platforms = _platforms(ctx)
+    options = (Target.PARTITIONS, GroupForm.DENSE, ragged_form_for(platforms))
+    return (tuple(avals_in), tuple(ctx.avals_out), placement.pmapc_mesh(mesh), platforms, options)
+
+
+def _kept_by_structure(structure_key, mesh, avals_in, ctx) -> _Kept | None:
+    """A shared map's program in the persistent cache, keyed by its structure (what
+    the passes would be run on is not lowered first); None without a cache, or
+    where the structure is known only in this process (lowering/structure_digest.py)."""
+    entries = persistent.Entries.configured()
+    if entries is None:
+        return None
+    digest = structure_digest.stable_digest(structure_key)
+    if digest is None:
+        return None
+    return _Kept.at(
+        entries,
+        persistent.program_key("structure", digest.encode(), _described(mesh, avals_in, ctx)),
+    )
+
+
+def _kept_by_ir(lowered, mesh, avals_in, ctx) -> _Kept:
+    """A map's program in the persistent cache, keyed by its lowered pmapc IR."""
     entries = persistent.Entries.configured()
     if entries is None or lowered.host_callbacks:
         return _Kept()
-    described = (
-        tuple(avals_in),
-        tuple(avals_out),
-        placement.pmapc_mesh(mesh),
-        tuple(ctx.module_context.platforms),
-        (Target.PARTITIONS, GroupForm.DENSE, ragged),
-    )
-    key = persistent.program_key(ir.bytecode(lowered.module), described)
-    entry = entries.get(key)
-    if entry is None:
-        return _Kept(entries=entries, key=key)
-    return _Kept(program=SpmdProgram.from_bytes(entry))
+    key = persistent.program_key("ir", ir.bytecode(lowered.module), _described(mesh, avals_in, ctx))
+    return _Kept.at(entries, key)
 
 
 def _spec(signature: runtime.Signature, aval) -> PartitionSpec:

@@ -8,10 +8,15 @@ the cache is configured, pmapc keeps there, beside JAX's executables, the
 per-device program it made of each map, so that a restarted process skips
 pmapc's passes as it skips XLA's compile.
 
-An entry is keyed by what the passes read and by what made them:
+An entry is keyed by what decides the program and by what made it:
 
-- the map's pmapc IR as JAX lowered it (bytecode, locations included: the
-  program's metadata names the user's lines), before any pass;
+- the map: its structure (lowering/structure.py: its equations, parameters,
+  integer literals and source locations, float literals aside), as
+  `lowering/structure_digest.py` reads it the same in every process, so that a
+  restarted process neither lowers the map nor runs the passes; or, where a part
+  of the structure is known only by its identity in this process (a
+  `custom_jvp`'s rule), the map's pmapc IR as JAX lowered it (bytecode,
+  locations included: the program's metadata names the user's lines);
 - the abstract values in and out, the mesh (axis names and sizes, the fold),
   the platforms and the compiler's options (target, replica groups, ragged form);
 - the JAX, jaxlib and pmapc releases, and a digest of pmapc's own source, so
@@ -86,14 +91,15 @@ class Entries:
             STATS.writes += 1
 
 
-def program_key(pmapc_ir: bytes, described: Sequence[object]) -> str:
-    """The key of the program made of `pmapc_ir` (a lowered map's bytecode) with
+def program_key(kind: str, identity: bytes, described: Sequence[object]) -> str:
+    """The key of the program of the map `identity` stands for: its lowered IR's
+    bytecode (`kind` "ir") or its structure's digest ("structure"), with
     `described` (its abstract values, mesh, platforms and options, as text)."""
     digest = hashlib.sha256()
-    for part in (*_releases(), *map(str, described)):
+    for part in (*_releases(), kind, *map(str, described)):
         digest.update(part.encode())
         digest.update(b"\0")
-    digest.update(pmapc_ir)
+    digest.update(identity)
     return KEY_PREFIX + digest.hexdigest()
 
 

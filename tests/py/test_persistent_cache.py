@@ -30,16 +30,21 @@ RUN = textwrap.dedent(
     jax.config.update("jax_compilation_cache_dir", sys.argv[1])
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
     from pmapc.compiler import persistent
+    from pmapc.lowering import trace
 
-    scale, width = float(sys.argv[2]), int(sys.argv[3])
-    callback = sys.argv[4] == "callback"
+    scale, width, kind = float(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+    lowerings = []  # the maps lowered to pmapc IR
+    lower_map = trace.lower_map
+    trace.lower_map = lambda *args: lowerings.append(1) or lower_map(*args)
 
     @partial(pmapc.pmap, axis_name="data")
     def step(x):
         @partial(pmapc.pmap, axis_name="model")
         def inner(y):
-            if callback:
+            if kind == "callback":
                 jax.debug.callback(lambda v: None, y)
+            if kind == "relu":  # a custom_jvp, whose rule the structure knows by identity
+                y = jax.nn.relu(y) + jax.nn.relu(-y)
             return jax.lax.psum(y * scale, "model"), jax.lax.psum(y, ("data", "model"))
 
         return inner(x)
@@ -49,7 +54,8 @@ RUN = textwrap.dedent(
     np.testing.assert_allclose(rows, np.broadcast_to((x * scale).sum(1, keepdims=True), x.shape))
     np.testing.assert_allclose(total, np.broadcast_to(x.sum((0, 1)), x.shape))
     stats = persistent.STATS
-    print(json.dumps({"hits": stats.hits, "misses": stats.misses, "writes": stats.writes}))
+    print(json.dumps({"hits": stats.hits, "misses": stats.misses, "writes": stats.writes,
+                      "lowered": len(lowerings)}))
     """
 )
 
@@ -67,39 +73,52 @@ def run(cache: pathlib.Path, scale: float = 2.0, width: int = 3, kind: str = "pl
 
 
 def test_a_restarted_process_takes_the_program_from_the_cache(tmp_path):
-    assert run(tmp_path) == {"hits": 0, "misses": 1, "writes": 1}
-    assert run(tmp_path) == {"hits": 1, "misses": 0, "writes": 0}
+    """Keyed by the map's structure (lowering/structure_digest.py): a restarted process
+    neither lowers the map nor runs the passes."""
+    assert run(tmp_path) == {"hits": 0, "misses": 1, "writes": 1, "lowered": 1}
+    assert run(tmp_path) == {"hits": 1, "misses": 0, "writes": 0, "lowered": 0}
     entries = [p.name for p in tmp_path.iterdir() if p.name.startswith(persistent.KEY_PREFIX)]
     assert len(entries) == 1
+
+
+def test_a_structure_known_by_identity_is_kept_by_its_ir(tmp_path):
+    """A custom_jvp's rule is a function, which has no digest: the program is kept by the
+    map's lowered IR, so a restarted process lowers the map but runs no pass."""
+    assert run(tmp_path, kind="relu") == {"hits": 0, "misses": 1, "writes": 1, "lowered": 1}
+    assert run(tmp_path, kind="relu") == {"hits": 1, "misses": 0, "writes": 0, "lowered": 1}
 
 
 def test_a_constant_of_the_body_is_fed_another_shape_is_another_program(tmp_path):
     """A map's float literals are operands of its program (lowering/structure.py), so a
     restarted sweep's next learning rate takes the kept program and feeds it its own
     value; another shape is another program. (Each run checks its numbers.)"""
-    assert run(tmp_path, scale=2.0) == {"hits": 0, "misses": 1, "writes": 1}
-    assert run(tmp_path, scale=3.0) == {"hits": 1, "misses": 0, "writes": 0}
-    assert run(tmp_path, width=5) == {"hits": 0, "misses": 1, "writes": 1}
-    assert run(tmp_path, width=5) == {"hits": 1, "misses": 0, "writes": 0}
+    assert run(tmp_path, scale=2.0) == {"hits": 0, "misses": 1, "writes": 1, "lowered": 1}
+    assert run(tmp_path, scale=3.0) == {"hits": 1, "misses": 0, "writes": 0, "lowered": 0}
+    assert run(tmp_path, width=5) == {"hits": 0, "misses": 1, "writes": 1, "lowered": 1}
 
 
 def test_a_program_that_calls_back_is_never_kept(tmp_path):
-    assert run(tmp_path, kind="callback") == {"hits": 0, "misses": 0, "writes": 0}
-    assert run(tmp_path, kind="callback") == {"hits": 0, "misses": 0, "writes": 0}
+    """What it calls is its function's, in this process: it is neither looked for nor
+    written, by its structure (which holds the function) or by its IR."""
+    nothing = {"hits": 0, "misses": 0, "writes": 0, "lowered": 1}
+    assert run(tmp_path, kind="callback") == nothing
+    assert run(tmp_path, kind="callback") == nothing
 
 
 def test_the_key_covers_the_releases_and_pmapc_source(monkeypatch):
     """An edited pmapc (another source digest) or another release never reads an entry
-    an older one wrote; nor do other abstract values or options."""
+    an older one wrote; nor do other abstract values or options, nor a structure's
+    digest that happens to equal an IR's bytes."""
     ir_bytes = b"module"
-    key = persistent.program_key(ir_bytes, ("f32[2]", "partitions"))
+    key = persistent.program_key("ir", ir_bytes, ("f32[2]", "partitions"))
     assert key.startswith(persistent.KEY_PREFIX)
-    assert key == persistent.program_key(ir_bytes, ("f32[2]", "partitions"))
-    assert key != persistent.program_key(ir_bytes, ("f32[3]", "partitions"))
-    assert key != persistent.program_key(b"module2", ("f32[2]", "partitions"))
+    assert key == persistent.program_key("ir", ir_bytes, ("f32[2]", "partitions"))
+    assert key != persistent.program_key("ir", ir_bytes, ("f32[3]", "partitions"))
+    assert key != persistent.program_key("ir", b"module2", ("f32[2]", "partitions"))
+    assert key != persistent.program_key("structure", ir_bytes, ("f32[2]", "partitions"))
     releases = persistent._releases()
     monkeypatch.setattr(persistent, "_releases", lambda: (*releases[:-1], "edited"))
-    assert key != persistent.program_key(ir_bytes, ("f32[2]", "partitions"))
+    assert key != persistent.program_key("ir", ir_bytes, ("f32[2]", "partitions"))
 
 
 @pytest.mark.parametrize("weak", [False, True])
