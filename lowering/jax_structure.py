@@ -14,6 +14,7 @@ from types import CodeType
 
 from jax._src import config as _config
 from jax._src import core as _core
+from jax._src import custom_derivatives as _custom_derivatives
 from jax._src import source_info_util as _source_info
 from jax._src.lib import _jax  # pyright: ignore[reportPrivateImportUsage]
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
@@ -36,6 +37,25 @@ def with_operands(jaxpr, invars: list, eqns: list):
     """`jaxpr` (open) with these arguments and equations: JAX renames arguments it
     cannot name any more (`debug_info`) when `invars` changes."""
     return jaxpr.replace(invars=invars, eqns=eqns)
+
+
+# The parameters of a custom derivative's equation that its lowering leaves alone:
+# its rules, functions each trace makes anew, which only differentiation reads. An
+# outermost map is lowered after every transformation, so they decide nothing of
+# its program (JAX lowers the equation as its `call_jaxpr`).
+_RULES = {
+    _custom_derivatives.custom_jvp_call_p: frozenset({"jvp_jaxpr_fun"}),
+    _custom_derivatives.custom_vjp_call_p: frozenset({"fwd_jaxpr_thunk", "bwd", "out_trees"}),
+}
+
+
+def lowered_params(eqn) -> dict:
+    """A jaxpr equation's parameters, but those its lowering leaves alone (a custom
+    derivative's rules)."""
+    rules = _RULES.get(eqn.primitive)
+    if rules is None:
+        return eqn.params
+    return {name: value for name, value in eqn.params.items() if name not in rules}
 
 
 def trace_context() -> tuple:

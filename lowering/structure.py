@@ -14,10 +14,10 @@ What is left is the map's *structure*, a hashable key that equal maps share:
 
 - each equation's primitive and parameters (a jaxpr by its own structure, a float
   or a complex by its bits, other values by value, or by identity where that is
-  their equality), which values it
-  reads and defines and their abstract
-  values, its source location (the user's file and line, which the program's
-  metadata names) and its context;
+  their equality; not a custom derivative's rules, which the lowering leaves
+  alone: `jax_structure.lowered_params`), which values it reads and defines and
+  their abstract values, its source location (the user's file and line, which
+  the program's metadata names) and its context;
 - the literals that stay, by value: integers and booleans index, size and
   select (a slice's start, a loop's bound, a mask), and pmapc's passes read
   them as constants where a float is a value to compute with.
@@ -96,7 +96,7 @@ def _body(jaxpr, hoist: bool) -> tuple[Any, list[np.ndarray], tuple]:
             constants += inner_constants
             eqn = eqn.replace(invars=passed + operands, params=inner)
         else:
-            params_key = _value(tuple(eqn.params.items()))
+            params_key = _value(tuple(jax_structure.lowered_params(eqn).items()))
             if len(arguments) > hoisted:
                 eqn = eqn.replace(invars=operands)
         for var in eqn.outvars:
@@ -165,9 +165,8 @@ def _value(value) -> Any:
         return (jax_api.ClosedJaxpr, _body(value.jaxpr, hoist=False)[2])
     if isinstance(value, jax_api.Jaxpr):
         return (jax_api.Jaxpr, _body(value, hoist=False)[2])
-    # Other values compare by value or by identity (jit's UNSPECIFIED, a rule of
-    # `custom_jvp`, made anew by each trace); the key holds them, so an identity
-    # is never another object's.
+    # Other values compare by value or by identity (jit's UNSPECIFIED, a remat's
+    # policy function); the key holds them, so an identity is never another object's.
     return (type(value), _hashable(value))
 
 

@@ -328,6 +328,34 @@ def test_results_of_both_forms_reach_the_host(target):
     np.testing.assert_array_equal(np.asarray(result.addressable_shards[1].data)[0], expected[1])
 
 
+def test_a_custom_derivatives_lowering_runs_no_rule():
+    """The structure leaves a custom derivative's rules out (`jax_structure.lowered_params`)
+    because JAX lowers its equation as its primal function: rules that fail whenever
+    they run do not stop a jit of them from lowering, compiling and running."""
+
+    def refused(*_):
+        raise AssertionError("a rule ran")
+
+    @jax.custom_jvp
+    def tangent_ruled(x):
+        return jax.numpy.sin(x)
+
+    tangent_ruled.defjvp(refused)
+
+    @jax.custom_vjp
+    def cotangent_ruled(x):
+        return jax.numpy.cos(x)
+
+    cotangent_ruled.defvjp(refused, refused)
+
+    x = np.linspace(-1, 1, 4, dtype=np.float32)
+    closed = jax.make_jaxpr(lambda v: cotangent_ruled(tangent_ruled(v)))(x)
+    for eqn in closed.eqns:
+        assert set(eqn.params) - set(jax_structure.lowered_params(eqn)), eqn.primitive
+    result = jax.jit(lambda v: cotangent_ruled(tangent_ruled(v))).lower(x).compile()(x)
+    np.testing.assert_allclose(np.asarray(result), np.cos(np.sin(x)), rtol=1e-6)
+
+
 # -- the devices of a program ----------------------------------------------------------
 
 

@@ -197,9 +197,10 @@ def test_programs_with_callbacks_are_not_kept():
     assert len(embed.SHARED_PROGRAMS.cache_keys()) == kept
 
 
-def test_a_custom_jvp_rule_is_compared_by_identity():
-    """A parameter compared by identity (`custom_jvp`'s rule, made anew by each
-    trace) makes each program's structure its own."""
+def test_a_custom_derivatives_rules_are_not_part_of_the_structure():
+    """`jax.nn.relu` is a `custom_jvp`, whose rule each trace makes anew; the lowering
+    reads only its primal jaxpr (`jax_structure.lowered_params`), so a sweep of
+    programs around it shares one program, each getting its own numbers."""
 
     def program(scale):
         return pmapc.pmap(pmapc.pmap(lambda y: jax.nn.relu(y - 10.0) * scale), axis_name="data")
@@ -209,6 +210,21 @@ def test_a_custom_jvp_rule_is_compared_by_identity():
             np.testing.assert_allclose(
                 np.asarray(program(scale)(X)), np.maximum(X - 10, 0) * scale, rtol=1e-6
             )
+    assert (compiled.misses, compiled.hits) == (1, 1)
+
+
+def test_a_parameter_compared_by_identity_makes_the_structure_its_own():
+    """A remat's policy is a function, compared by identity: programs whose policies
+    differ do not share a program (each is checked against numpy)."""
+
+    def program(policy):
+        body = jax.checkpoint(lambda y: jnp.sin(y) * 2.0, policy=policy)
+        return pmapc.pmap(pmapc.pmap(body), axis_name="data")
+
+    policies = (jax.checkpoint_policies.nothing_saveable, jax.checkpoint_policies.dots_saveable)
+    with counting() as compiled:
+        for policy in policies:
+            np.testing.assert_allclose(np.asarray(program(policy)(X)), np.sin(X) * 2, rtol=1e-6)
     assert (compiled.misses, compiled.hits) == (2, 0)
 
 
