@@ -23,8 +23,8 @@ What is left is the map's *structure*, a hashable key that equal maps share:
   them as constants where a float is a value to compute with.
 
 Equal keys give one per-device module, whose hoisted arguments the embedding
-feeds each program's values as constants, which XLA folds in as it folds
-literals. A map whose structure cannot be told is not shared: one with ordered
+replaces with constants of each program's values (compiler/embed.py `Literals`),
+which XLA folds in as it folds literals. A map whose structure cannot be told is not shared: one with ordered
 effects, an unhashable parameter, or a jaxpr with constants. Nor is a program
 that calls back to Python (compiler/embed.py): what it calls is its function's.
 """

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 import pmapc
+from pmapc import ir
 from pmapc.compiler import embed
 
 X = np.arange(2 * 4 * 3, dtype=np.float32).reshape(2, 4, 3)
@@ -292,3 +293,29 @@ def test_weak_literals_keep_the_operand_dtype(dtype):
         np.testing.assert_allclose(
             np.asarray(out, dtype=np.float32), np.asarray(x, dtype=np.float32) * scale
         )
+
+
+def test_a_shared_programs_literals_are_constants_of_its_embedded_function():
+    """Each program of a sweep embeds the shared per-device function with its own
+    literals as constants (`embed.Literals`), where XLA sees them as it sees JAX's:
+    the function takes the blocks alone, and -0.0 keeps its sign."""
+    with counting() as compiled:
+        for scale in (0.5, -0.0):
+            lowered = jax.jit(scaled_psum(scale)).lower(X)
+            module = lowered.compiler_ir("stablehlo")
+            (call,) = [op for op in ir.walk(module.operation) if op.name == "func.call"]
+            callee = ir.functions(module)[ir.callee_of(call)]
+            assert len(ir.function_type(callee).inputs) == 1
+            constants = [
+                ir.as_dense_values(op.attributes["value"])
+                for op in ir.walk(callee)
+                if op.name == "stablehlo.constant"
+            ]
+            assert any(
+                np.copysign(1.0, v[0]) == np.copysign(1.0, scale) and v == [scale]
+                for v in constants
+            ), constants
+            np.testing.assert_array_equal(
+                np.asarray(lowered.compile()(X)), scaled_psum_of(X, scale)
+            )
+    assert (compiled.misses, compiled.hits) == (1, 1)
