@@ -418,21 +418,22 @@ def test_pmapc_rewrites_in_a_context_of_its_own_and_leaves_jaxs_as_it_was():
 
 
 def test_a_lowering_inside_a_lowering_builds_in_its_context():
-    """pmapc lowers a map while JAX lowers the jitted function that holds it; on 0.10
-    the inner lowering takes the outer one's context (as every lowering of a thread
-    does from 0.11 on, where JAX's own make_ir_context is left as it is)."""
+    """pmapc lowers a map while JAX lowers the jitted function that holds it: the
+    inner lowering takes the outer one's context, and (from 0.11 on, where a thread
+    reuses its context for 10 lowerings) leaves the count of its reuses as it was."""
     from jax._src.interpreters import mlir as jax_mlir
 
-    if jax_api.SINCE_0_11:
-        assert jax_mlir.make_ir_context.__module__ == jax_mlir.__name__
-        return
     outer = jax_mlir.make_ir_context()
+    reuses = jax_mlir._thread_local_context.value if jax_api.SINCE_0_11 else None
     enclosing = types.SimpleNamespace(module_context=types.SimpleNamespace(context=outer))
     with jax_lowering.lowering_inside(enclosing):
         inside = jax.jit(lambda v: v + 1).lower(np.ones(3, np.float32))
-    outside = jax.jit(lambda v: v + 2).lower(np.ones(3, np.float32))
     assert inside.compiler_ir("stablehlo").context == outer
-    assert outside.compiler_ir("stablehlo").context != outer
+    if jax_api.SINCE_0_11:
+        assert jax_mlir._thread_local_context.value == reuses
+    else:
+        outside = jax.jit(lambda v: v + 2).lower(np.ones(3, np.float32))
+        assert outside.compiler_ir("stablehlo").context != outer
 
 
 # -- pytree and key helpers -----------------------------------------------------------
