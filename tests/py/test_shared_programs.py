@@ -21,6 +21,7 @@ import pytest
 import pmapc
 from pmapc import ir
 from pmapc.compiler import embed
+from pmapc.lowering import primitives, structure
 
 X = np.arange(2 * 4 * 3, dtype=np.float32).reshape(2, 4, 3)
 
@@ -87,6 +88,32 @@ def test_literals_of_every_body_are_fed():
         for a, b in ((2.0, 3.0), (-1.5, 0.25)):
             np.testing.assert_allclose(np.asarray(program(a, b)(X)), expected(a, b), rtol=1e-6)
     assert (compiled.misses, compiled.hits) == (1, 1)
+
+
+def test_a_literal_value_used_again_is_one_argument():
+    """Each distinct literal (abstract value and bits) is hoisted once, however many
+    equations of however many bodies read it (a learning rate, once a parameter
+    array): programs in which two literals are equal share a structure of their
+    own, and -0.0 is not 0.0."""
+
+    def program(a, b):
+        @partial(pmapc.pmap, axis_name="data")
+        def step(x):
+            inner = pmapc.pmap(lambda y: jax.lax.psum(y * a, "model") * b, axis_name="model")
+            return inner(x) * a + b
+
+        return step
+
+    def expected(a, b):
+        return scaled_psum_of(X, a) * b * a + b
+
+    closed = jax.make_jaxpr(program(0.5, 0.5))(X)
+    (eqn,) = [e for e in closed.eqns if e.primitive is primitives.map_p]
+    assert len(structure.shared_map(eqn.params).constants) == 1
+    with counting() as compiled:
+        for a, b in ((0.5, 0.5), (2.0, 2.0), (0.5, 3.0), (-1.5, 0.25), (0.0, -0.0)):
+            np.testing.assert_allclose(np.asarray(program(a, b)(X)), expected(a, b), rtol=1e-6)
+    assert (compiled.misses, compiled.hits) == (2, 3)
 
 
 def test_integer_literals_are_part_of_the_structure():
@@ -299,6 +326,7 @@ def test_a_shared_programs_literals_are_constants_of_its_embedded_function():
     """Each program of a sweep embeds the shared per-device function with its own
     literals as constants (`embed.Literals`), where XLA sees them as it sees JAX's:
     the function takes the blocks alone, and -0.0 keeps its sign."""
+    embed.SHARED_PROGRAMS.cache_clear()  # no program of this structure kept yet
     with counting() as compiled:
         for scale in (0.5, -0.0):
             lowered = jax.jit(scaled_psum(scale)).lower(X)
