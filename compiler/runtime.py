@@ -111,16 +111,30 @@ def signatures(module: ir.Module, mesh: Mesh) -> tuple[list[Signature], list[Sig
     """The global signatures of `@main`'s arguments and results."""
     main = ir.functions(module)["main"]
     function_type = ir.function_type(main)
-    arguments = [_signature(main, mesh, "arg", i, t) for i, t in enumerate(function_type.inputs)]
-    results = [_signature(main, mesh, "res", i, t) for i, t in enumerate(function_type.results)]
-    return arguments, results
-
-
-def _signature(main, mesh: Mesh, kind: str, index: int, type_) -> Signature:
-    block_shape = ir.shape_of(type_)
-    split = dialect.read_split(
-        ir.get_arg_attr(main, kind, index, dialect.SPLIT_ATTR), len(block_shape)
+    return (
+        _signatures(main, mesh, "arg", function_type.inputs),
+        _signatures(main, mesh, "res", function_type.results),
     )
+
+
+def _signatures(main, mesh: Mesh, kind: str, types) -> list[Signature]:
+    """The signature of each argument (kind="arg") or result (kind="res"): its split
+    attributes read in one pass, each (type, split) worked out once (MLIR uniques
+    both, and a model's hundreds of arrays have a few of each)."""
+    splits = ir.arg_attr_column(main, kind, dialect.SPLIT_ATTR)
+    known: dict[tuple, Signature] = {}
+    result = []
+    for type_, split_attr in zip(types, splits):
+        signature = known.get((type_, split_attr))
+        if signature is None:
+            signature = known[type_, split_attr] = _signature(mesh, type_, split_attr)
+        result.append(signature)
+    return result
+
+
+def _signature(mesh: Mesh, type_, split_attr) -> Signature:
+    block_shape = ir.shape_of(type_)
+    split = dialect.read_split(split_attr, len(block_shape))
     shape = tuple(
         size * math.prod(mesh.axis_size(axis) for axis in axes)
         for size, axes in zip(block_shape, split)
