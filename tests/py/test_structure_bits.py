@@ -75,6 +75,12 @@ def test_a_sweep_over_the_sign_of_zero_gets_each_value(order):
         (np.float32(0.0), np.float64(0.0), False),
         (complex(0.0, -0.0), complex(0.0, 0.0), False),
         (1.0, 1, False),
+        (True, 1, False),
+        (np.int32(1), 1, False),
+        ((1, "a", None), (1, "a", None), True),
+        ((1, 2), [1, 2], False),
+        ((True,), (1,), False),
+        ((int, 1), 1, False),
     ],
 )
 def test_parameters_compare_by_bits(one, other, equal):
