@@ -56,6 +56,7 @@ from pmapc.lowering import (
 )
 from pmapc.lowering.locations import at_user_call_site
 from pmapc.options import GroupForm, Target, ragged_form_for
+from pmapc.passes import ragged
 from pmapc.passes.manager import cyclic_gc_paused
 from pmapc.rewriter import unobserved
 
@@ -448,7 +449,8 @@ def embed_functions(
     jit) and move its functions into `target`.
 
     Every function is renamed `prefix + name` and made private; collectives get
-    fresh channel handles from `new_channel()` (they must be unique in `target`),
+    fresh channel handles from `new_channel()` (they must be unique in `target`;
+    a native ragged_all_to_all its channel id),
     host callbacks the index `host_callback(index)` among `target`'s callbacks.
     Returns the old name -> new name of every function.
     """
@@ -466,6 +468,8 @@ def embed_functions(
         for op in ir.walk(function, _RENUMBERED_OPS):
             if "channel_handle" in op.attributes:
                 op.attributes["channel_handle"] = ir.channel_handle_attr(new_channel())
+            elif ragged.is_native(op):  # XLA's op keeps its channel in its config
+                op.attributes["backend_config"] = ragged.with_channel(op, new_channel())
             index = dialect.host_callback_index(op) if dialect.is_host_callback(op) else None
             if index is not None:
                 dialect.set_host_callback_index(op, host_callback(index))

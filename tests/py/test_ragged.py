@@ -16,8 +16,10 @@ import pytest
 from ragged_cases import RaggedArgs, linear_map, make_args, reference
 
 import pmapc
+from pmapc import ir
 from pmapc.compiler import xla
 from pmapc.errors import ArgumentError, ShapeError, UnsupportedError
+from pmapc.passes import ragged
 
 GRID = (2, 4)  # data x model
 
@@ -175,6 +177,28 @@ def test_native_form_is_xlas_custom_call():
     assert "ragged-all-to-all(" in hlo and "replica_groups={{0,1,2,3},{4,5,6,7}}" in hlo
     (step,) = lowered.plan().steps
     assert step.op == "ragged_all_to_all" and step.axes == ("model",)
+
+
+def test_native_ops_of_two_maps_in_one_jit_get_channels_of_their_own():
+    """Each embedded program's native ragged_all_to_all takes a fresh channel id of
+    JAX's module, as a collective takes a fresh channel handle: two maps lowered for
+    GPU in one `jax.jit` do not both say channel 1."""
+    args = make_args(GRID, groups_over(GRID, ("model",)), seed=13)
+
+    def twice(*operands):
+        return nest("model")(nest("model")(*operands), *operands[1:])
+
+    lowered = jax.jit(twice).trace(*args.operands()).lower(lowering_platforms=("cuda",))
+    natives = [
+        op
+        for op in ir.walk(lowered.compiler_ir("stablehlo").operation, "stablehlo.custom_call")
+        if ragged.is_native(op)
+    ]
+    channels = [
+        ir.as_int((ir.as_dict(op.attributes["backend_config"]) or {})[ragged.CHANNEL_ID])
+        for op in natives
+    ]
+    assert len(channels) == 2 and len(set(channels)) == 2, channels
 
 
 def test_native_form_is_refused_for_cpu_devices():
