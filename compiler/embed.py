@@ -320,8 +320,8 @@ def _block_aval(aval, split, mesh):
 
 
 def _run_on_mesh(program: SpmdProgram, constants: tuple, mesh, *operands):
-    """`program` on every device of `mesh`, `constants` its leading operands: literals
-    of the body, which the embedded program takes as constants (`Literals`)."""
+    """`program` on every device of `mesh`, `constants` the values of its leading
+    arguments (literals of the body), which the embedding writes into it (`Literals`)."""
     literals = Literals.of(constants)
 
     def body(*blocks):

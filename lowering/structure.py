@@ -145,8 +145,8 @@ def _body(jaxpr, hoist: bool) -> tuple[Any, list[np.ndarray], tuple]:
         _literal(atom) if jax_structure.is_literal(atom) else numbers[atom]
         for atom in jaxpr.outvars
     )
-    hoisted_avals = tuple(var.aval for var in hoisted.arguments)
-    key = (tuple(var.aval for var in jaxpr.invars), hoisted_avals, tuple(keys), results)
+    arguments = (tuple(var.aval for var in jaxpr.invars), tuple(v.aval for v in hoisted.arguments))
+    key = (*arguments, tuple(keys), results)
     if not hoist:
         return jaxpr, [], key
     operands = hoisted.arguments + list(jaxpr.invars)
