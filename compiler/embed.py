@@ -456,12 +456,11 @@ def embed_functions(
     Returns the old name -> new name of every function.
     """
     source = ir.parse_into(module, target.context)
-    renamed = {}
-    for name in ir.functions(source):
-        renamed[name] = prefix + name
-        ir.rename_symbol(source, name, renamed[name])
-    for function in ir.functions(source).values():
-        name = ir.symbol_name(function)
+    functions = ir.functions(source)
+    renamed = {name: prefix + name for name in functions}
+    for name, new_name in renamed.items():
+        ir.rename_symbol(source, name, new_name)
+    for name, function in functions.items():
         function.attributes["sym_name"] = ir.string_attr(renamed[name])
         function.attributes["sym_visibility"] = ir.string_attr("private")
         ir.keep_arg_attrs(function, "arg", ())

@@ -64,8 +64,8 @@ def trace_context() -> tuple:
     return _config.trace_context()
 
 
-def is_traceback(value) -> bool:
-    return isinstance(value, _jax.Traceback)
+def is_traceback_class(cls: type) -> bool:
+    return issubclass(cls, _jax.Traceback)
 
 
 def user_frames(traceback) -> list[tuple[CodeType, int]]:
@@ -87,11 +87,16 @@ def user_frames(traceback) -> list[tuple[CodeType, int]]:
 CACHE_SLOTS = frozenset({"_stripped_weak_type"})
 
 
-def native_fields(value) -> list[tuple[str, object]] | None:
+def has_native_fields(cls: type) -> bool:
+    """Whether `native_fields` reads the objects of `cls`."""
+    return issubclass(cls, (Mesh, NamedSharding, PartitionSpec))
+
+
+def native_fields(value) -> list[tuple[str, object]]:
     """The fields that make a sharding, a partition spec or a mesh of devices what it
     is: JAX keeps the state of the first two in C++, where no Python attribute shows
     it, and a mesh's devices are this process's objects (each is its platform and
-    id). None for other values."""
+    id). For an object of a class `has_native_fields` accepts."""
     if isinstance(value, Mesh):
         if value.empty:  # a jit's context mesh outside any mesh
             return [("empty", True)]
@@ -108,18 +113,16 @@ def native_fields(value) -> list[tuple[str, object]] | None:
             ("memory_kind", value.memory_kind),
             ("device_ids", getattr(value, "_logical_device_ids", None)),
         ]
-    if isinstance(value, PartitionSpec):
-        return [
-            ("partitions", tuple(value)),
-            ("unreduced", getattr(value, "unreduced", None)),
-            ("reduced", getattr(value, "reduced", None)),
-            ("unreduced_kind", getattr(value, "unreduced_kind", None)),
-        ]
-    return None
+    return [
+        ("partitions", tuple(value)),
+        ("unreduced", getattr(value, "unreduced", None)),
+        ("reduced", getattr(value, "reduced", None)),
+        ("unreduced_kind", getattr(value, "unreduced_kind", None)),
+    ]
 
 
-def is_primitive(value) -> bool:
-    return isinstance(value, Primitive)
+def is_primitive_class(cls: type) -> bool:
+    return issubclass(cls, Primitive)
 
 
 def defined_by(primitive, packages: tuple[str, ...]) -> bool:

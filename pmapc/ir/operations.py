@@ -295,6 +295,9 @@ def keep_arg_attrs(func: ir.Operation, kind: str, names: Collection[str]) -> Non
     key = f"{kind}_attrs"
     if key not in func.attributes:
         return
+    if not names:
+        del func.attributes[key]
+        return
     entries = [
         {name: value for name, value in (as_dict(entry) or {}).items() if name in names}
         for entry in as_list(func.attributes[key]) or []
