@@ -2,6 +2,8 @@
 
     .venv/bin/python benchmarks/new_programs.py [--count 300] [--rounds 3]
         [--sizes tiny,W1,distinct,distinct-step,restart,restart-step] [--json OUT.json]
+    .venv/bin/python benchmarks/new_programs.py --interleaved [--count 100] [--rounds 3]
+        [--sizes ...] [--json OUT.json]
     .venv/bin/python benchmarks/new_programs.py --stages [--count 100]
 
 What a hyper-parameter sweep, a notebook or a test suite does: make a program,
@@ -34,6 +36,14 @@ run interleaved, pmapc and shard_map in a new order each round; the ratio is
 the median over rounds of pmapc's mean time over shard_map's. Resident memory
 is read twice, as the process holds it and after `malloc_trim(0)` (what glibc
 keeps of freed memory, in its arenas, is not the program's).
+
+`--interleaved` runs both systems in one child a round instead, program by
+program (pmapc then shard_map, then the other way round), and reports each
+system's median program: on a machine whose speed drifts over minutes (a
+shared one), children run one after the other compare different speeds, and
+this compares programs made a few milliseconds apart. It measures no memory
+(the two systems share the process). A restart size's child comes after one
+that makes the same programs with both systems.
 
 `--stages` times each stage of new tiny programs through both systems'
 ahead-of-time APIs instead (trace, lower, pmapc's passes, XLA's compile, the
@@ -98,6 +108,77 @@ def child(size: str, system: str, count: int, cache: str | None = None) -> dict:
         "rss_growth_mib": last["rss"] - first["rss"],
         "trimmed_growth_mib": last["trimmed"] - first["trimmed"],
     }
+
+
+def child_interleaved(size: str, count: int, cache: str | None = None) -> dict:
+    """Make and call `count` new programs of `size` with each system, alternating
+    (after one program of each that pays the first uses); each system's median
+    program, from creation until its result is ready."""
+    import pmapc
+
+    pmapc.use_host_devices(8)
+    import jax
+
+    if cache is not None:
+        jax.config.update("jax_compilation_cache_dir", cache)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+    makers = {system: program_maker(RESTARTED.get(size, size), system) for system in SYSTEMS}
+    for system in SYSTEMS:  # first uses, by a program no earlier process made
+        warm, args = program_maker("distinct", system)(0.5, count + 50)
+        jax.block_until_ready(warm(*args))
+    seconds: dict[str, list[float]] = {system: [] for system in SYSTEMS}
+    for index in range(count):
+        for system in SYSTEMS if index % 2 == 0 else SYSTEMS[::-1]:
+            start = time.perf_counter()
+            function, args = makers[system](0.001 * (index + 1), index)
+            jax.block_until_ready(function(*args))
+            seconds[system].append(time.perf_counter() - start)
+            del function, args
+    return {
+        "size": size,
+        "count": count,
+        "median_seconds": {system: statistics.median(seconds[system]) for system in SYSTEMS},
+    }
+
+
+def run_interleaved(size: str, count: int) -> dict:
+    """`child_interleaved(size, count)` in a process of its own; a restart size's after
+    a process that fills a new persistent cache with the same programs."""
+    if size not in RESTARTED:
+        return _run_interleaved(size, count)
+    with tempfile.TemporaryDirectory(prefix="pmapc-restart-") as cache:
+        _run_interleaved(size, count, cache)
+        return _run_interleaved(size, count, cache)
+
+
+def _run_interleaved(size: str, count: int, cache: str | None = None) -> dict:
+    command = [sys.executable, __file__, "--child-interleaved", size, "--count", str(count)]
+    if cache is not None:
+        command += ["--cache", cache]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"the interleaved child for {size} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def interleaved_table(results: list[dict], sizes: list[str], count: int) -> str:
+    """One row per size: each system's median program (the median over rounds), and
+    the ratio of the two in each round."""
+    rows = [
+        f"{count} new programs of each system, called once, alternating in one process "
+        "(medians over rounds):",
+        "| program | pmapc ms | shard_map ms | ratio |",
+        "|---|---|---|---|",
+    ]
+    for size in sizes:
+        rounds = [r["median_seconds"] for r in results if r["size"] == size]
+        ratios = [r["pmapc"] / r["shard_map"] for r in rounds]
+        ms = {s: statistics.median(r[s] for r in rounds) * 1e3 for s in SYSTEMS}
+        rows.append(
+            f"| {size} | {ms['pmapc']:.1f} | {ms['shard_map']:.1f} "
+            f"| {statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f}) |"
+        )
+    return "\n".join(rows)
 
 
 def program_maker(size: str, system: str):
@@ -309,23 +390,46 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", type=Path, help="write every child's figures here")
     parser.add_argument(
+        "--interleaved",
+        action="store_true",
+        help="both systems in one process a round, program by program (no memory figures)",
+    )
+    parser.add_argument(
         "--stages", action="store_true", help="time each stage of new tiny programs instead"
     )
     parser.add_argument("--child", nargs=2, metavar=("SIZE", "SYSTEM"), help=argparse.SUPPRESS)
+    parser.add_argument("--child-interleaved", metavar="SIZE", help=argparse.SUPPRESS)
     parser.add_argument("--cache", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         print(json.dumps(child(*args.child, args.count, args.cache)))
         return 0
+    if args.child_interleaved:
+        print(json.dumps(child_interleaved(args.child_interleaved, args.count, args.cache)))
+        return 0
     if args.stages:
         print(stage_table(stages(args.count), args.count))
         return 0
+    sizes = args.sizes.split(",")
+    if args.interleaved:
+        results = interleaved_rounds(sizes, args.count, args.rounds)
+        print(interleaved_table(results, sizes, args.count))
+    else:
+        results = children_rounds(sizes, args.count, args.rounds)
+        print(table(results, sizes, args.count))
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+    return 0
+
+
+def children_rounds(sizes: list[str], count: int, rounds: int) -> list[dict]:
+    """Each (size, system)'s child, `rounds` times, the systems in a new order each round."""
     order = random.Random(0)
     results = []
-    for round_index in range(args.rounds):
-        for size in args.sizes.split(","):
+    for round_index in range(rounds):
+        for size in sizes:
             for system in order.sample(SYSTEMS, len(SYSTEMS)):
-                result = run_child(size, system, args.count)
+                result = run_child(size, system, count)
                 result["round"] = round_index
                 results.append(result)
                 print(
@@ -335,10 +439,24 @@ def main(argv: list[str] | None = None) -> int:
                     f"(trimmed +{result['trimmed_growth_mib']:.1f})",
                     file=sys.stderr,
                 )
-    print(table(results, args.sizes.split(","), args.count))
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=1))
-    return 0
+    return results
+
+
+def interleaved_rounds(sizes: list[str], count: int, rounds: int) -> list[dict]:
+    """Each size's interleaved child, `rounds` times."""
+    results = []
+    for round_index in range(rounds):
+        for size in sizes:
+            result = run_interleaved(size, count)
+            result["round"] = round_index
+            results.append(result)
+            medians = result["median_seconds"]
+            print(
+                f"  round {round_index} {size:4} pmapc {medians['pmapc'] * 1e3:6.1f} ms, "
+                f"shard_map {medians['shard_map'] * 1e3:6.1f} ms",
+                file=sys.stderr,
+            )
+    return results
 
 
 def table(results: list[dict], sizes: list[str], count: int) -> str:

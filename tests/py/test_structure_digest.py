@@ -198,3 +198,24 @@ def test_values_of_other_types_read_apart():
     values = [0, False, 0.0, -0.0, "0", b"0", None, (0,), [0], np.float32(0), np.int32(0)]
     digests = [structure_digest.stable_digest(v) for v in values]
     assert len(set(digests)) == len(values)
+
+
+def test_each_class_is_decided_once(monkeypatch):
+    """How an object is encoded is decided by its class, once per process (deciding it
+    by each object was most of a digest's cost): a structure of many abstract values
+    and meshes decides two classes, then none."""
+    decided = []
+    encoding_of = structure_digest._encoding_of
+    monkeypatch.setattr(structure_digest, "_ENCODINGS", {})
+    monkeypatch.setattr(
+        structure_digest, "_encoding_of", lambda cls: decided.append(cls) or encoding_of(cls)
+    )
+    meshes = [AbstractMesh((2, n), ("data", "model")) for n in range(1, 51)]
+    avals = [jax_api.ShapedArray((n,), np.float32) for n in range(1, 51)]
+    digest = structure_digest.stable_digest((meshes, avals))
+    assert digest is not None
+    assert {type(meshes[0]), type(avals[0])} <= set(decided)
+    assert len(decided) == len(set(decided)) < 10
+    decided.clear()
+    assert structure_digest.stable_digest((meshes[::-1], avals)) not in (None, digest)
+    assert decided == []
