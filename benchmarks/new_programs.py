@@ -152,13 +152,8 @@ def run_interleaved(size: str, count: int) -> dict:
 
 
 def _run_interleaved(size: str, count: int, cache: str | None = None) -> dict:
-    command = [sys.executable, __file__, "--child-interleaved", size, "--count", str(count)]
-    if cache is not None:
-        command += ["--cache", cache]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise SystemExit(f"the interleaved child for {size} failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.splitlines()[-1])
+    arguments = ["--child-interleaved", size, "--count", str(count)]
+    return _run_child(arguments, f"the interleaved child for {size}", cache)
 
 
 def interleaved_table(results: list[dict], sizes: list[str], count: int) -> str:
@@ -372,12 +367,19 @@ def run_child(size: str, system: str, count: int) -> dict:
 
 
 def _run(size: str, system: str, count: int, cache: str | None = None) -> dict:
-    command = [sys.executable, __file__, "--child", size, system, "--count", str(count)]
+    arguments = ["--child", size, system, "--count", str(count)]
+    return _run_child(arguments, f"the {system} child for {size}", cache)
+
+
+def _run_child(arguments: list[str], what: str, cache: str | None) -> dict:
+    """This script in a process of its own with `arguments` (a child's, `what` in its
+    failure's message) and the persistent cache `cache`; the figures it printed last."""
+    command = [sys.executable, __file__, *arguments]
     if cache is not None:
         command += ["--cache", cache]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        raise SystemExit(f"the {system} child for {size} failed:\n{done.stderr[-3000:]}")
+        raise SystemExit(f"{what} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.splitlines()[-1])
 
 
@@ -435,8 +437,8 @@ def children_rounds(sizes: list[str], count: int, rounds: int) -> list[dict]:
                 print(
                     f"  round {round_index} {size:4} {system:9} "
                     f"{result['seconds_per_program'] * 1e3:6.1f} ms/program, "
-                    f"RSS +{result['rss_growth_mib']:.1f} MiB "
-                    f"(trimmed +{result['trimmed_growth_mib']:.1f})",
+                    f"RSS {result['rss_growth_mib']:+.1f} MiB "
+                    f"(trimmed {result['trimmed_growth_mib']:+.1f})",
                     file=sys.stderr,
                 )
     return results
@@ -479,8 +481,8 @@ def table(results: list[dict], sizes: list[str], count: int) -> str:
         rows.append(
             f"| {size} | {ms['pmapc']:.1f} | {ms['shard_map']:.1f} "
             f"| {statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f}) "
-            f"| +{held['pmapc']:.1f} MiB | +{held['shard_map']:.1f} MiB "
-            f"| +{trimmed['pmapc']:.1f} MiB | +{trimmed['shard_map']:.1f} MiB |"
+            f"| {held['pmapc']:+.1f} MiB | {held['shard_map']:+.1f} MiB "
+            f"| {trimmed['pmapc']:+.1f} MiB | {trimmed['shard_map']:+.1f} MiB |"
         )
     return "\n".join(rows)
 
