@@ -10,7 +10,8 @@ whose program it takes from `SHARED_PROGRAMS`, writing this map's literals into 
     passes     compiler/pipeline.py: `default_pipeline("partitions", "dense")`, with
                ragged_all_to_all native or expanded by the lowering's platforms
     embed      a `jax.shard_map` over the nest's mesh, every axis manual, whose
-               body calls the per-device function inserted into JAX's module
+               body is the per-device `main` (its other functions inserted
+               into JAX's module)
 
 `pmapc.split` of each argument and result becomes the shard_map's in and out
 specs, so JAX places the inputs and assembles the outputs; everything around
@@ -35,7 +36,7 @@ import json
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import jax
 import numpy as np
@@ -361,51 +362,35 @@ def _spmd_call_abstract_eval(*avals, program, literals):
 
 def _spmd_call_lowering(ctx, *blocks, program, literals):
     module_context = ctx.module_context
-    prefix = _fresh_prefix(module_context.symbol_table)
-    names = embed_functions(
+    return embed_program(
         program.bytecode,
         module_context.module,
         module_context.symbol_table,
-        prefix,
         module_context.new_channel,
         _host_callback_adder(module_context, program.host_callbacks),
-    )
-    if literals.bits:
-        take_literals(module_context.symbol_table[names["main"]], literals.values())
-    result_types = [jax_lowering.ir_type_of(ctx, aval) for aval in ctx.avals_out]
-    call = ir.create_op(
-        "func.call",
+        literals.values(),
         list(blocks),
-        result_types,
-        {"callee": ir.symbol_ref_attr(names["main"])},
-        loc=ir.current_location(),
-        ip=ir.current_insertion_point(),
     )
-    return list(call.results)
 
 
-def take_literals(main, values) -> None:
-    """Make the leading arguments of the embedded `main` constants of `values` (float
-    scalars): each use of one reads a constant at the top of the function instead."""
-    main = main.operation
-    entry = ir.function_entry_block(main)
-    b = unobserved(ir.InsertionPoint.at_block_begin(entry), main.location)
-    for value in values:
-        argument = entry.arguments[0]
-        constant = hlo.constant(b, ir.float_splat_attr(argument.type, float(value)), argument.type)
-        argument.replace_all_uses_with(constant)
-        entry.erase_argument(0)
-    function_type = ir.function_type(main)
-    ir.set_function_type(main, function_type.inputs[len(values) :], function_type.results)
+def _literal_constants(main, values) -> list[ir.Value]:
+    """Constants of `values` (float scalars) where JAX is lowering, one for each
+    leading argument of the embedded `main`, of its type."""
+    b = unobserved(ir.current_insertion_point(), main.location)
+    types = ir.function_type(main).inputs
+    return [
+        hlo.constant(b, ir.float_splat_attr(type_, float(value)), type_)
+        for value, type_ in zip(values, types)
+    ]
 
 
-def _fresh_prefix(symbol_table) -> str:
-    """`pmapcK_` for the first K whose `main` JAX's module does not hold yet: names
-    the same in every process that lowers the same function, so that JAX's
-    persistent cache finds its executable again after a restart."""
+def _fresh_prefix(symbol_table, names) -> str:
+    """`pmapcK_` for the first K under which none of `names` is a symbol of JAX's
+    module yet: names the same in every process that lowers the same function, so
+    that JAX's persistent cache finds its executable again after a restart."""
     for number in itertools.count():
         prefix = f"pmapc{number}_"
-        if f"{prefix}main" not in symbol_table:
+        if all(prefix + name not in symbol_table for name in names):
             return prefix
     raise AssertionError("unreachable")
 
@@ -425,7 +410,7 @@ def _host_callback_adder(module_context, host_callbacks: tuple) -> Callable[[int
 
 
 # The ops that may carry a channel handle (collectives; send and recv, as JAX
-# lowers host transfers) or call back to Python: the only ones `embed_functions`
+# lowers host transfers) or call back to Python: the only ones `embed_program`
 # reads, where reading every op's attributes cost 14 ms at 300 arrays.
 _RENUMBERED_OPS = frozenset(
     [
@@ -438,33 +423,35 @@ _RENUMBERED_OPS = frozenset(
 )
 
 
-def embed_functions(
+def embed_program(
     module: bytes | str,
     target: ir.Module,
     symbol_table,
-    prefix: str,
     new_channel: Callable[[], int],
     host_callback: Callable[[int], int],
-) -> dict[str, str]:
-    """Parse `module` (bytecode or text) into `target`'s context (JAX's, lowering a
-    jit) and move its functions into `target`.
+    literals: Sequence[np.ndarray],
+    blocks: Sequence[ir.Value],
+) -> list[ir.Value]:
+    """Run the per-device program `module` (bytecode or text) on `blocks` where JAX
+    is lowering (in the body of the `sdy.manual_computation` of `_run_on_mesh`'s
+    shard_map, in `target`'s context): the values its `main` returns.
 
-    Every function is renamed `prefix + name` and made private; collectives get
-    fresh channel handles from `new_channel()` (they must be unique in `target`;
-    a native ragged_all_to_all its channel id),
-    host callbacks the index `host_callback(index)` among `target`'s callbacks.
-    Returns the old name -> new name of every function.
+    `main`'s ops are put there as they are, its leading arguments constants of
+    `literals` (where XLA sees them as it sees JAX's literals): a call of `main`
+    would cost XLA's compile of a tiny nest 1 ms more than JAX's own shard_map,
+    whose body stands in the manual computation. Its other functions move into
+    `target`, each renamed `prefix + name` (`_fresh_prefix`) and made private.
+    Collectives get fresh channel handles from `new_channel()` (unique in
+    `target`; a native ragged_all_to_all its channel id), host callbacks the index
+    `host_callback(index)` among `target`'s callbacks.
     """
     source = ir.parse_into(module, target.context)
     functions = ir.functions(source)
-    renamed = {name: prefix + name for name in functions}
-    for name, new_name in renamed.items():
-        ir.rename_symbol(source, name, new_name)
-    for name, function in functions.items():
-        function.attributes["sym_name"] = ir.string_attr(renamed[name])
-        function.attributes["sym_visibility"] = ir.string_attr("private")
-        ir.keep_arg_attrs(function, "arg", ())
-        ir.keep_arg_attrs(function, "res", ())
+    main = functions.pop("main")
+    prefix = _fresh_prefix(symbol_table, functions)
+    for name in functions:
+        ir.rename_symbol(source, name, prefix + name)
+    for function in (main, *functions.values()):
         for op in ir.walk(function, _RENUMBERED_OPS):
             if "channel_handle" in op.attributes:
                 op.attributes["channel_handle"] = ir.channel_handle_attr(new_channel())
@@ -473,9 +460,15 @@ def embed_functions(
             index = dialect.host_callback_index(op) if dialect.is_host_callback(op) else None
             if index is not None:
                 dialect.set_host_callback_index(op, host_callback(index))
+    for name, function in functions.items():
+        function.attributes["sym_name"] = ir.string_attr(prefix + name)
+        function.attributes["sym_visibility"] = ir.string_attr("private")
+        ir.keep_arg_attrs(function, "arg", ())
+        ir.keep_arg_attrs(function, "res", ())
         target.body.append(function)
         symbol_table.insert(function)
-    return renamed
+    operands = [*_literal_constants(main, literals), *blocks]
+    return ir.inline_function_at(main, operands, ir.current_insertion_point())
 
 
 spmd_call_p.def_abstract_eval(_spmd_call_abstract_eval)

@@ -322,21 +322,24 @@ def test_weak_literals_keep_the_operand_dtype(dtype):
         )
 
 
-def test_a_shared_programs_literals_are_constants_of_its_embedded_function():
-    """Each program of a sweep embeds the shared per-device function with its own
+def test_a_shared_programs_literals_are_constants_of_its_embedded_program():
+    """Each program of a sweep embeds the shared per-device program with its own
     literals as constants (`embed.Literals`), where XLA sees them as it sees JAX's:
-    the function takes the blocks alone, and -0.0 keeps its sign."""
+    in the body of the manual computation, which takes the blocks alone and calls
+    no function, and -0.0 keeps its sign."""
     embed.SHARED_PROGRAMS.cache_clear()  # no program of this structure kept yet
     with counting() as compiled:
         for scale in (0.5, -0.0):
             lowered = jax.jit(scaled_psum(scale)).lower(X)
             module = lowered.compiler_ir("stablehlo")
-            (call,) = [op for op in ir.walk(module.operation) if op.name == "func.call"]
-            callee = ir.functions(module)[ir.callee_of(call)]
-            assert len(ir.function_type(callee).inputs) == 1
+            assert not [op for op in ir.walk(module.operation) if op.name == "func.call"]
+            (manual,) = [
+                op for op in ir.walk(module.operation) if op.name == "sdy.manual_computation"
+            ]
+            assert len(manual.regions[0].blocks[0].arguments) == 1
             constants = [
                 ir.as_dense_values(op.attributes["value"])
-                for op in ir.walk(callee)
+                for op in ir.walk(manual)
                 if op.name == "stablehlo.constant"
             ]
             assert any(
