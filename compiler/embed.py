@@ -472,8 +472,12 @@ def embed_program(
 
 
 spmd_call_p.def_abstract_eval(_spmd_call_abstract_eval)
-jax_lowering.register_lowering(spmd_call_p, _spmd_call_lowering)
+# Both rules run in place: JAX would emit a cacheable rule's lowering as a function
+# of its own and clone it where the equation stands (from 0.10 on), a copy of the
+# whole program for each rule, 0.1 ms each for a tiny nest; a map met again
+# takes its program from `SHARED_PROGRAMS` instead.
+jax_lowering.register_lowering(spmd_call_p, _spmd_call_lowering, cacheable=False)
 # Replaces the tracer's rule for maps (lowering/primitives.py), which knows no
 # compiler: the compiler depends on the tracer, never back. The face imports this
 # module, so `import pmapc` registers it.
-jax_lowering.register_lowering(primitives.map_p, lower_outermost)
+jax_lowering.register_lowering(primitives.map_p, lower_outermost, cacheable=False)

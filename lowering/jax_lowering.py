@@ -18,8 +18,11 @@ from pmapc import ir
 from pmapc.lowering.jax_api import SINCE_0_11, ClosedJaxpr
 
 
-def register_lowering(primitive, rule) -> None:
-    _mlir_public.register_lowering(primitive, rule)
+def register_lowering(primitive, rule, *, cacheable: bool = True) -> None:
+    """`rule` lowers `primitive`. A cacheable rule's lowering JAX emits as a private
+    function once per equal equation in a module, and clones into each place the
+    equation stands; an uncacheable one it runs in place each time."""
+    _mlir_public.register_lowering(primitive, rule, cacheable=cacheable)
 
 
 def lowering_parameters(override_rules) -> _mlir_public.LoweringParameters:
