@@ -322,6 +322,41 @@ def test_weak_literals_keep_the_operand_dtype(dtype):
         )
 
 
+def test_two_maps_in_one_jit_embed_their_functions_under_names_of_their_own():
+    """Each map's per-device `main` becomes the body of its manual computation; its
+    other functions (here a jitted helper's) move into JAX's module, each map's
+    under a prefix of its own, so two maps in one function do not clash."""
+
+    def helper(v):
+        return jnp.sin(v) * 2.0
+
+    def nest(scale):
+        @partial(pmapc.pmap, axis_name="data")
+        def step(x):
+            body = lambda y: jax.lax.psum(jax.jit(helper)(y) * scale, "model")  # noqa: E731
+            return pmapc.pmap(body, axis_name="model")(x)
+
+        return step
+
+    first, second = nest(0.5), nest(3)  # an integer scale: a structure of its own
+
+    def both(x):
+        return first(x), second(x + 1)
+
+    lowered = jax.jit(both).lower(X)
+    module = lowered.compiler_ir("stablehlo")
+    callees = sorted(ir.callee_of(op) for op in ir.walk(module.operation) if op.name == "func.call")
+    assert len(callees) == 2 and callees[0] != callees[1], callees
+    assert all(name in ir.functions(module) for name in callees)
+    assert len([op for op in ir.walk(module.operation) if op.name == "sdy.manual_computation"]) == 2
+    got_first, got_second = lowered.compile()(X)
+    want = lambda x, scale: np.broadcast_to(  # noqa: E731
+        (np.sin(x) * 2.0 * scale).sum(1, keepdims=True), x.shape
+    )
+    np.testing.assert_allclose(np.asarray(got_first), want(X, 0.5), rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(got_second), want(X + 1, 3), rtol=1e-5)
+
+
 def test_a_shared_programs_literals_are_constants_of_its_embedded_program():
     """Each program of a sweep embeds the shared per-device program with its own
     literals as constants (`embed.Literals`), where XLA sees them as it sees JAX's:
