@@ -7,7 +7,6 @@ arguments, values and their uses, locations.
 from __future__ import annotations
 
 import ctypes
-import itertools
 from collections.abc import Collection, Iterable, Sequence
 
 from jaxlib.mlir import ir
@@ -235,25 +234,19 @@ def terminator(block: ir.Block) -> ir.Operation:
 def inline_function_at(
     func: ir.Operation, operands: Sequence[ir.Value], ip: ir.InsertionPoint
 ) -> list[ir.Value]:
-    """Move the ops of `func`'s one block to `ip`, `operands` for its arguments, and
-    erase its return: the values it returned. `func` is left empty for the caller
-    to drop. One Python call per op moved."""
+    """Move the ops of `func`'s one block to `ip`, in order, `operands` for its
+    arguments, and erase its return: the values it returned. `func` is left empty
+    for the caller to drop. (The rewriter's `inline` does this for IR its listeners
+    hear, before an op; `ip` may be the end of a block no listener watches.)"""
     entry = function_entry_block(func)
     for argument, value in zip(entry.arguments, operands):
         argument.replace_all_uses_with(value)
     returned = terminator(entry)
     results = list(returned.operands)
     returned.erase()
-    ops = [op.operation for op in entry.operations]
-    anchor = ip.ref_operation
-    if anchor is not None:
-        for op in ops:
-            op.move_before(anchor)
-    elif ops:  # at the end of its block, which may hold nothing to move after
-        ops[0].detach_from_parent()
-        ip.insert(ops[0])
-        for previous, op in itertools.pairwise(ops):
-            op.move_after(previous)
+    for op in [op.operation for op in entry.operations]:
+        op.detach_from_parent()
+        ip.insert(op)
     return results
 
 
