@@ -204,7 +204,7 @@ def _program(ctx, mesh, params) -> tuple[SpmdProgram, tuple]:
 def compile_map(ctx, mesh, params, avals_in, kept: _Kept | None = None) -> SpmdProgram:
     """The map of `map_p`'s parameters `params` on operands `avals_in` as pmapc IR
     (lowered inside JAX's lowering that `ctx` is a rule context of by
-    `trace.lower_map`, read into a context of pmapc's own by `trace.own_map`),
+    `trace.lower_map`, in its MLIR context, and cleaned there by `trace.map_ir`),
     through the passes for the partition target; kept in JAX's persistent cache as
     `kept` says, or (None) by its lowered IR."""
     avals_out = ctx.avals_out
@@ -220,7 +220,7 @@ def compile_map(ctx, mesh, params, avals_in, kept: _Kept | None = None) -> SpmdP
         if kept.program is not None:
             return kept.program
     compilation = driver.compile_ir(
-        trace.own_map(lowered, params["name"]),
+        trace.map_ir(lowered, params["name"]),
         time.perf_counter() - start,
         target=Target.PARTITIONS,
         replica_groups=GroupForm.DENSE,

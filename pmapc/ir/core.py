@@ -49,12 +49,17 @@ def make_context() -> ir.Context:
     upstream ones jaxlib registers loaded when a module first uses them (loading
     every one up front took 1.4 ms, more than the rest of the context).
 
-    pmapc never uses or changes a context JAX hands out (from 0.11 on, JAX reuses
-    one per thread for later lowerings): it reads JAX's modules into its own
-    (`copy_into`). Verification and passes run on the calling thread only: with
-    MLIR's thread pool, a verifier error raised on a worker thread needs the GIL
-    to reach Python's error capture while the parsing thread holds it, and the
-    process deadlocks (found by scripts/fuzz_ir.py).
+    pmapc never changes the settings of a context JAX hands out (from 0.11 on, JAX
+    reuses one per thread for later lowerings). What it hands to a user or parses
+    lives in a context of its own: `pmapc.lower`'s compilation (JAX's lowering read
+    in by `copy_into`), `pmapc opt`'s input. A map inside `jax.jit` is rewritten
+    where JAX's lowering built it, a module of its own in the enclosing lowering's
+    context, dropped once compiled (lowering/trace.py: `map_ir`); its verification
+    and passes raise their errors there as here (tests/py/test_jax_hooks.py).
+    Parsing runs in pmapc's contexts only, on the calling thread: with MLIR's
+    thread pool, a verifier error raised on a worker thread while parsing needs
+    the GIL to reach Python's error capture while the parsing thread holds it, and
+    the process deadlocks (found by scripts/fuzz_ir.py).
     """
     context = ir.Context()
     context.append_dialect_registry(_UPSTREAM_DIALECTS)

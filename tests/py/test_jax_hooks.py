@@ -436,6 +436,75 @@ def test_a_lowering_inside_a_lowering_builds_in_its_context():
         assert outside.compiler_ir("stablehlo").context != outer
 
 
+def test_a_map_inside_jit_is_rewritten_in_the_enclosing_lowerings_context(monkeypatch):
+    """A new map structure inside `jax.jit` makes no context of pmapc's: its module is
+    rewritten where JAX's lowering built it (trace.map_ir), and JAX's context keeps
+    its settings."""
+    from jax.interpreters import mlir
+
+    made = []
+    make_context = ir.make_context
+    monkeypatch.setattr(ir, "make_context", lambda: made.append(1) or make_context())
+    x = np.arange(2 * 4 * 7, dtype=np.float32).reshape(2, 4, 7)  # a shape of its own
+
+    def body(v):
+        return pmapc.pmap(lambda w: lax.psum(w * 3.0, "model"), axis_name="model")(v)
+
+    out = jax.jit(pmapc.pmap(body, axis_name="data"))(x)
+    want = np.broadcast_to((3 * x).sum(1, keepdims=True), x.shape)
+    np.testing.assert_allclose(np.asarray(out), want, rtol=1e-6)
+    assert made == []
+    assert not mlir.make_ir_context().allow_unregistered_dialects
+
+
+# A module in JAX's context whose pipeline breaks all of its 64 functions at once,
+# each then verified on a thread of JAX's pool: the error must come back, 20 times.
+_FAILING_IN_JAXS_CONTEXT = "\n".join(
+    [
+        "from jax._src.interpreters import mlir",
+        "from pmapc import ir",
+        "context = mlir.make_ir_context()",
+        "function = ('func.func private @f{i}(%a: tensor<4xf32>) -> tensor<4xf32> {{'",
+        "    ' %0 = stablehlo.add %a, %a : tensor<4xf32> return %0 : tensor<4xf32> }}')",
+        "text = 'module {' + ''.join(function.format(i=i) for i in range(64)) + '}'",
+        "for _ in range(20):",
+        "    module = ir.parse_module(text, context)",
+        "    def retype():",
+        "        with ir.building(module):",
+        "            for f in module.body.operations:",
+        "                add = ir.function_entry_block(f).operations[0]",
+        "                f32 = ir.element_type_of(add.result.type)",
+        "                add.result.set_type(ir.tensor_type([5], f32))",
+        "    manager = ir.PassManager(context, ir.Instrumentation(), verify_each=True)",
+        "    manager.add_upstream('func.func(cse)')",
+        "    manager.add_python(retype, 'Retype', 'retype', 'break every function')",
+        "    try:",
+        "        manager.run(module)",
+        "        raise SystemExit('the broken module passed')",
+        "    except ir.InvalidIR as error:",
+        "        assert 'requires the same shape' in str(error), error",
+        "print('raised')",
+    ]
+)
+
+
+def test_a_verifier_error_in_jaxs_context_is_raised_not_a_deadlock():
+    """What `map_ir` rests on: MLIR's verifier errors on the threads of JAX's pool
+    reach pmapc as an error (parsing invalid IR is what deadlocks, and pmapc parses
+    what it did not build in its own contexts only). A child process, so that a
+    deadlock fails by the timeout."""
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-c", _FAILING_IN_JAXS_CONTEXT],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "JAX_PLATFORMS": "cpu"},
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "raised", done.stderr[-2000:]
+
+
 # -- pytree and key helpers -----------------------------------------------------------
 
 
