@@ -139,14 +139,16 @@ def compile_ir(
     target: Target = DEFAULT_TARGET,
     replica_groups: GroupForm = DEFAULT_GROUP_FORM,
     ragged: RaggedForm = DEFAULT_RAGGED_FORM,
+    passes: Sequence[Element] | None = None,
 ) -> Compilation:
-    """Traced pmapc IR through the passes for `target`, replica groups written
-    `replica_groups` ("named" or "dense"), ragged_all_to_all lowered `ragged`
-    ("native" or "expanded"); a diagnostic becomes the typed error of its category
-    (an AxisError, a ShapeError). `lowered` is the seconds JAX's lowering to pmapc
-    IR took (`timings["lower"]`)."""
+    """Traced pmapc IR through `passes`, by default the pipeline for `target`, replica
+    groups written `replica_groups` ("named" or "dense"), ragged_all_to_all lowered
+    `ragged` ("native" or "expanded"); a diagnostic becomes the typed error of its
+    category (an AxisError, a ShapeError). `lowered` is the seconds JAX's lowering
+    to pmapc IR took (`timings["lower"]`)."""
     try:
-        passes = default_pipeline(target, replica_groups, ragged)
+        if passes is None:
+            passes = default_pipeline(target, replica_groups, ragged)
         compilation = run_pipeline(traced_ir.module, passes)
     except DiagnosticError as error:
         raise typed_error(error) from None

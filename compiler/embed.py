@@ -7,8 +7,10 @@ structure (lowering/structure.py: float literals aside) was compiled lately,
 whose program it takes from `SHARED_PROGRAMS`, writing this map's literals into it:
 
     trace      lowering/trace.py: the map as pmapc IR (a one-map `@main`)
-    passes     compiler/pipeline.py: `default_pipeline("partitions", "dense")`, with
-               ragged_all_to_all native or expanded by the lowering's platforms
+    passes     compiler/pipeline.py: `embedded_pipeline`, the default one for the
+               partition form with dense groups, less MLIR's canonicalize (XLA
+               simplifies after), ragged_all_to_all native or expanded by the
+               lowering's platforms
     embed      a `jax.shard_map` over the nest's mesh, every axis manual, whose
                body is the per-device `main` (its other functions inserted
                into JAX's module)
@@ -43,7 +45,7 @@ import numpy as np
 from jax.sharding import PartitionSpec
 
 from pmapc import dialect, hlo, ir
-from pmapc.compiler import driver, persistent, runtime
+from pmapc.compiler import driver, persistent, pipeline, runtime
 from pmapc.errors import PmapcError
 from pmapc.lowering import (
     jax_api,
@@ -222,9 +224,7 @@ def compile_map(ctx, mesh, params, avals_in, kept: _Kept | None = None) -> SpmdP
     compilation = driver.compile_ir(
         trace.map_ir(lowered, params["name"]),
         time.perf_counter() - start,
-        target=Target.PARTITIONS,
-        replica_groups=GroupForm.DENSE,
-        ragged=ragged_form_for(_platforms(ctx)),
+        passes=pipeline.embedded_pipeline(ragged_form_for(_platforms(ctx))),
     )
     if compilation.mesh != placement.pmapc_mesh(mesh):
         raise PmapcError(

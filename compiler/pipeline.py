@@ -66,11 +66,19 @@ def default_pipeline(
 # Canonicalize runs without region simplification (merging blocks, dropping
 # unreachable ones and dead block arguments): StableHLO's regions are single
 # blocks, where it finds nothing to do, and it cost a third of its time on W4.
-SIMPLIFY: tuple[Element, ...] = (
-    FoldReshapesPass(),
-    UpstreamPass("canonicalize", "canonicalize{region-simplify=disabled}"),
-    UpstreamPass("cse", "cse"),
-)
+CANONICALIZE = UpstreamPass("canonicalize", "canonicalize{region-simplify=disabled}")
+SIMPLIFY: tuple[Element, ...] = (FoldReshapesPass(), CANONICALIZE, UpstreamPass("cse", "cse"))
+
+
+def embedded_pipeline(ragged: RaggedForm) -> tuple[Element, ...]:
+    """The pipeline of a map inside `jax.jit` (compiler/embed.py): `pmapc-to-stablehlo`
+    for the partition form, groups as device ids, without MLIR's canonicalize. What
+    it does there XLA's simplification does after (on pmapc's programs it moves the
+    constants up), and in JAX's MLIR context, where every dialect is loaded, its
+    set-up alone (the patterns of every op of every dialect) cost a new tiny program
+    0.35 ms, where pmapc's own context loads four dialects."""
+    passes = default_pipeline(Target.PARTITIONS, GroupForm.DENSE, ragged)
+    return tuple(p for p in passes if p is not CANONICALIZE)
 
 
 # The stages every program needs; the others only move less data.

@@ -266,3 +266,37 @@ def test_the_collector_resumes_after_a_failing_pass():
     with pytest.raises(DiagnosticError):
         run_passes(module, BROKEN)
     assert gc.isenabled()
+
+
+def test_a_map_inside_jit_runs_the_default_pipeline_less_canonicalize(monkeypatch):
+    """Inside `jax.jit` XLA simplifies after pmapc, and MLIR's canonicalize, set up in
+    JAX's context (every dialect loaded), cost more than it tidies: the embedded
+    pipeline is the partition form's default one without it, and computes the same."""
+    import jax
+    import numpy as np
+    from jax import lax
+
+    import pmapc
+    from pmapc.options import GroupForm, Target
+
+    ran = []
+    run_pipeline = driver.run_pipeline
+
+    def recording(module, passes=None, *args, **kwargs):
+        ran.append(tuple(p.name for p in passes))
+        return run_pipeline(module, passes, *args, **kwargs)
+
+    monkeypatch.setattr(driver, "run_pipeline", recording)
+    jax.clear_caches()  # no program of this structure kept (embed.SHARED_PROGRAMS)
+    x = np.arange(2 * 4 * 9, dtype=np.float32).reshape(2, 4, 9)  # a shape of its own
+
+    def body(v):
+        return pmapc.pmap(lambda w: lax.pmax(w - 2.0, "model"), axis_name="model")(v)
+
+    out = jax.jit(pmapc.pmap(body, axis_name="data"))(x)
+    np.testing.assert_array_equal(
+        np.asarray(out), np.broadcast_to((x - 2).max(1, keepdims=True), x.shape)
+    )
+    default = [p.name for p in default_pipeline(Target.PARTITIONS, GroupForm.DENSE)]
+    assert "canonicalize" in default
+    assert ran == [tuple(name for name in default if name != "canonicalize")]
