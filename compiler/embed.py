@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import functools
 import itertools
 import json
 import math
@@ -167,7 +166,7 @@ SHARED_PROGRAMS = SharedPrograms(64)
 jax_api.register_cache(SHARED_PROGRAMS, "pmapc: per-device programs by map structure")
 
 
-def lower_outermost(ctx, *operands, mesh, **params) -> list:
+def lower_outermost(ctx, *operands, mesh, **params) -> Sequence:
     """`map_p`'s lowering rule inside `jax.jit`: an outermost map through pmapc
     (see the module docstring); a nested map lowered on its own is refused."""
     primitives.check_in_its_program(mesh, params["axis_name"])
@@ -179,8 +178,7 @@ def lower_outermost(ctx, *operands, mesh, **params) -> list:
     # collector, which walks the whole heap (JAX's too), waits until it is done.
     with cyclic_gc_paused():
         program, constants = _program(ctx, mesh, params)
-        run = functools.partial(_run_on_mesh, program, constants, mesh)
-        return jax_lowering.lower_fun(run)(ctx, *operands)
+        return _lower_on_mesh(ctx, program, constants, mesh, operands)
 
 
 def _program(ctx, mesh, params) -> tuple[SpmdProgram, tuple]:
@@ -210,12 +208,10 @@ def compile_map(ctx, mesh, params, avals_in, kept: _Kept | None = None) -> SpmdP
     through the passes for the partition target; kept in JAX's persistent cache as
     `kept` says, or (None) by its lowered IR."""
     avals_out = ctx.avals_out
-
-    def one_map(*operands):
-        return primitives.map_p.bind(*operands, mesh=mesh, **params)
-
     start = time.perf_counter()
-    one_map_jaxpr = jax_api.trace_flat(one_map, list(avals_in), [], "pmapc's outermost map")
+    one_map_jaxpr = jax_lowering.one_equation(
+        primitives.map_p, {**params, "mesh": mesh}, list(avals_in), "pmapc's outermost map"
+    )
     lowered = trace.lower_map(ctx, one_map_jaxpr, params["name"])
     if kept is None:
         kept = _kept_by_ir(lowered, mesh, avals_in, ctx)
@@ -232,14 +228,12 @@ def compile_map(ctx, mesh, params, avals_in, kept: _Kept | None = None) -> SpmdP
             f"tracer {placement.pmapc_mesh(mesh)}; please report it"
         )
     arguments, results = runtime.signatures(compilation.module, compilation.mesh)
-    block_avals = [
-        _block_aval(aval, sig.split, compilation.mesh) for aval, sig in zip(avals_out, results)
-    ]
+    out_specs = tuple(_spec(sig, aval) for sig, aval in zip(results, avals_out))
     program = SpmdProgram(
         bytecode=ir.bytecode(compilation.module),
         in_specs=tuple(_spec(sig, aval) for sig, aval in zip(arguments, avals_in)),
-        out_specs=tuple(_spec(sig, aval) for sig, aval in zip(results, avals_out)),
-        block_avals_out=tuple(block_avals),
+        out_specs=out_specs,
+        block_avals_out=tuple(map(_block_of, avals_out, out_specs, itertools.repeat(mesh))),
         host_callbacks=compilation.host_callbacks,
     )
     kept.store(program)
@@ -313,25 +307,27 @@ def _spec(signature: runtime.Signature, aval) -> PartitionSpec:
     return PartitionSpec(*signature.spec()[: len(aval.shape)])
 
 
-def _block_aval(aval, split, mesh):
-    shape = [
-        size // math.prod(mesh.axis_size(a) for a in axes) for size, axes in zip(aval.shape, split)
-    ]
-    return jax_api.ShapedArray(tuple(shape), aval.dtype, weak_type=aval.weak_type)
-
-
-def _run_on_mesh(program: SpmdProgram, constants: tuple, mesh, *operands):
-    """`program` on every device of `mesh`, `constants` the values of its leading
-    arguments (literals of the body), which the embedding writes into it (`Literals`)."""
-    literals = Literals.of(constants)
-
-    def body(*blocks):
-        return tuple(spmd_call_p.bind(*blocks, program=program, literals=literals))
-
+def _lower_on_mesh(ctx, program: SpmdProgram, constants: tuple, mesh, operands) -> Sequence:
+    """`program` on every device of `mesh`, lowered where the map's rule context `ctx`
+    stands: a `shard_map` over the mesh, every axis manual, whose body calls the
+    program on the blocks (`spmd_call_p`), lowered by JAX's rule without being
+    traced. `constants` are the values of the program's leading arguments (literals
+    of the body), which the embedding writes into it (`Literals`)."""
     in_specs = program.in_specs[len(constants) :]
-    return jax.shard_map(
-        body, mesh=mesh, in_specs=in_specs, out_specs=program.out_specs, check_vma=False
-    )(*operands)
+    blocks = [_block_of(aval, spec, mesh) for aval, spec in zip(ctx.avals_in, in_specs)]
+    params = {"program": program, "literals": Literals.of(constants)}
+    body = jax_lowering.one_equation(spmd_call_p, params, blocks, "pmapc's per-device program")
+    return jax_lowering.lower_on_mesh(ctx, operands, body, mesh, in_specs, program.out_specs)
+
+
+def _block_of(aval, spec: PartitionSpec, mesh):
+    """A device's block of a value `spec` splits over the axes of `mesh` (a JAX mesh)."""
+    shape = list(aval.shape)
+    for dim, axes in enumerate(spec):
+        if axes is not None:
+            names = axes if isinstance(axes, tuple) else (axes,)
+            shape[dim] //= math.prod(mesh.shape[name] for name in names)
+    return jax_api.ShapedArray(tuple(shape), aval.dtype, weak_type=aval.weak_type)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -433,7 +429,7 @@ def embed_program(
     blocks: Sequence[ir.Value],
 ) -> list[ir.Value]:
     """Run the per-device program `module` (bytecode or text) on `blocks` where JAX
-    is lowering (in the body of the `sdy.manual_computation` of `_run_on_mesh`'s
+    is lowering (in the body of the `sdy.manual_computation` of `_lower_on_mesh`'s
     shard_map, in `target`'s context): the values its `main` returns.
 
     `main`'s ops are put there as they are, its leading arguments constants of

@@ -1,21 +1,30 @@
 """JAX's lowering to MLIR, as pmapc uses it: lowering rules, the parameters that
-replace JAX's rules with pmapc's, the module of a jaxpr lowered inside the
-lowering of the jitted function that holds it, and the MLIR context it is built
-in. (lowering/jax_api.py says which JAX releases, and why one adapter.)"""
+replace JAX's rules with pmapc's, and what a rule of pmapc's lowers where it
+stands: a jaxpr as a module of its own in the enclosing lowering's MLIR context,
+or a function's blocks on a mesh as JAX's `shard_map` lowers them.
+(lowering/jax_api.py says which JAX releases, and why one adapter.)"""
 
 from __future__ import annotations
 
-import contextlib
-import threading
-from collections.abc import Iterator
+import itertools
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+from jax._src import linear_util as _lu
 from jax._src import sharding_impls as _sharding_impls
 from jax._src.interpreters import mlir as _mlir_private
+from jax._src.shard_map import _shard_map_lowering
 from jax.interpreters import mlir as _mlir_public
 
 from pmapc import ir
-from pmapc.lowering.jax_api import SINCE_0_11, ClosedJaxpr
+from pmapc.lowering.jax_api import (
+    SINCE_0_11,
+    ClosedJaxpr,
+    Jaxpr,
+    Var,
+    current_source_info,
+    new_jaxpr_eqn,
+)
 
 
 def register_lowering(primitive, rule, *, cacheable: bool = True) -> None:
@@ -63,30 +72,40 @@ def lower_body(ctx, name: str, jaxpr: ClosedJaxpr) -> str:
     return ir.symbol_name(func)
 
 
-class _EnclosingLowering(threading.local):
-    context: Any = None  # the MLIR context of the lowering this thread is inside
+def one_equation(primitive, params: dict, avals: list, traced_for: str) -> ClosedJaxpr:
+    """The closed jaxpr of one `primitive` equation on `avals`, to lower: what
+    `jax_api.trace_flat` makes of a function that binds it, without the trace
+    (0.2 ms for an outermost map, most of it JAX reading the traced function's
+    signature for argument names no lowering of pmapc's reads). `traced_for` names
+    it as `trace_flat`'s does."""
+    avals_out, effects = primitive.abstract_eval(*avals, **params)
+    if not primitive.multiple_results:
+        avals_out = [avals_out]
+    invars = [Var(aval) for aval in avals]
+    outvars = [Var(aval) for aval in avals_out]
+    eqn = new_jaxpr_eqn(invars, outvars, primitive, params, effects, current_source_info())
+    debug = _lu.DebugInfo(traced_for, "<pmapc>", None, None)
+    return ClosedJaxpr(Jaxpr([], invars, outvars, [eqn], effects, debug_info=debug), ())
 
 
-_enclosing_lowering = _EnclosingLowering()
-
-
-@contextlib.contextmanager
-def lowering_inside(ctx) -> Iterator[None]:
-    """JAX's lowerings started inside (pmapc's of a map, inside JAX's lowering of
-    the jitted function that holds it) build their modules in the enclosing
-    lowering's MLIR context. 0.10 made a context, with every dialect loaded, per
-    lowering (5 ms); from 0.11 on a thread reuses one for 10 lowerings, then makes
-    a new one (3 ms), and a map's inner lowering is not one of the 10."""
-    previous = _enclosing_lowering.context
-    _enclosing_lowering.context = ctx.module_context.context
-    try:
-        yield
-    finally:
-        _enclosing_lowering.context = previous
-
-
-def _make_ir_context(make=_mlir_private.make_ir_context):
-    return _enclosing_lowering.context or make()
+def lower_on_mesh(ctx, operands, body: ClosedJaxpr, mesh, in_specs, out_specs) -> Sequence:
+    """Lower, where the rule context `ctx` stands, what `jax.shard_map(f, mesh=mesh,
+    in_specs=in_specs, out_specs=out_specs, check_vma=False)(*operands)` lowers to,
+    every axis of `mesh` manual, for a function `f` whose jaxpr on the blocks is
+    `body` (without constants): by JAX's own lowering rule of `shard_map`, given
+    the parameters its tracing stages (0.10 to 0.12). Tracing the `shard_map` and
+    lowering it through a jaxpr of its own cost a new program 1 ms more."""
+    assert not body.consts, "lower_on_mesh takes a body without constants"
+    return _shard_map_lowering(
+        ctx,
+        *operands,
+        jaxpr=body.jaxpr,
+        mesh=mesh,
+        in_specs=tuple(in_specs),
+        out_specs=tuple(out_specs),
+        check_vma=False,
+        newly_manual_axes=frozenset(mesh.axis_names),
+    )
 
 
 def lower_fun(fun, multiple_results: bool = True):
@@ -106,32 +125,41 @@ class LoweredModule(NamedTuple):
 def lower_inside(ctx, name: str, closed: ClosedJaxpr, override_rules) -> LoweredModule:
     """`closed` (a jaxpr without constants, on one device) as a module of its own,
     lowered with `override_rules` in place of JAX's, inside the lowering `ctx` is a
-    rule context of: for its platforms and backend, in its MLIR context.
+    rule context of: for its platforms and backend, in its MLIR context, sharing its
+    cache of source locations.
 
     What `jax.jit(f).trace(...).lower(...)` makes of the same jaxpr, without the
     jit's own costs (tracing it again, resolving shardings and devices: 1.2 ms of
     a new program's 3.2 on this path), none of which a one-device function has
-    use for."""
+    use for; nor those of JAX's `lower_jaxpr_to_module` (its verifier, which the
+    passes' check of their input stands in for, and Shardy's pass that lifts
+    meshes into symbols, where a one-device function names none but the maximal
+    sharding of a host callback, which pmapc drops: 0.2 ms)."""
     assert not closed.consts, "lower_inside takes a jaxpr without constants"
-    module_context = ctx.module_context
-    jaxpr: Any = closed.jaxpr if SINCE_0_11 else closed  # 0.11: the open jaxpr
+    enclosing = ctx.module_context
+    platforms = enclosing.platforms
+    module_context = _mlir_private.ModuleContext(
+        platforms=platforms,
+        backend=enclosing.backend,
+        axis_context=_sharding_impls.ShardingContext(1),
+        keepalives=[],
+        channel_iterator=itertools.count(_mlir_private.COLLECTIVE_CHANNEL_ID + 1),
+        host_callbacks=[],
+        lowering_parameters=lowering_parameters(override_rules),
+        context=enclosing.context,
+        traceback_caches=enclosing.traceback_caches,
+        shape_poly_state=_mlir_private.ShapePolyLoweringState((), platforms),
+    )
     since_0_11: dict[str, Any] = {"out_avals": closed.out_avals} if SINCE_0_11 else {}
-    with lowering_inside(ctx):
-        result = _mlir_public.lower_jaxpr_to_module(
+    with ir.building(module_context.module):
+        _mlir_public.lower_jaxpr_to_fun(
+            module_context,
             name,
-            jaxpr,
+            closed,
+            effects=[],
             num_const_args=0,
+            main_function=True,
             in_avals=closed.in_avals,
-            ordered_effects=[],
-            platforms=module_context.platforms,
-            backend=module_context.backend,
-            axis_context=_sharding_impls.ShardingContext(1),
-            donated_args=[False] * len(closed.in_avals),
-            lowering_parameters=lowering_parameters(override_rules),
             **since_0_11,
         )
-    return LoweredModule(result.module, tuple(result.host_callbacks))
-
-
-# The module-level name JAX's ModuleContext and lower_jaxpr_to_module call.
-_mlir_private.make_ir_context = _make_ir_context
+    return LoweredModule(module_context.module, tuple(module_context.host_callbacks))

@@ -471,14 +471,14 @@ def map_ir(lowered: jax_lowering.LoweredModule, name: str) -> PmapcIR:
     outlives the context JAX drops (from 0.11 on, a thread's after 10 lowerings).
     The copy cost a new program 1.2 ms on jax 0.12 (the context's dialects loaded
     anew, the module written and read)."""
-    clean_module(lowered.module, name)
+    clean_module(lowered.module, name, calls_back=bool(lowered.host_callbacks))
     return PmapcIR(lowered.module, lowered.host_callbacks)
 
 
 def _own(module, host_callbacks: tuple, name: str) -> PmapcIR:
     """JAX's lowering, read into a context of pmapc's own and cleaned (`clean_module`)."""
     module = ir.copy_into(module, ir.make_context())
-    clean_module(module, name)
+    clean_module(module, name, calls_back=bool(host_callbacks))
     return PmapcIR(module, host_callbacks)
 
 
@@ -560,16 +560,16 @@ def index_groups_error(refused: jax_frames.RefusedIndexGroups) -> ShapeError | N
 RESULT_INFO = "jax.result_info"
 
 
-def clean_module(module, name: str) -> None:
+def clean_module(module, name: str, *, calls_back: bool) -> None:
     """Make JAX's lowering of an outermost call a clean pmapc-IR module.
 
     Drops what `jax.jit` adds that pmapc IR does not use (replica counts,
     sharding attributes; the Shardy mesh and the sharding constraints it puts on
     @main's typed PRNG key arguments, which keep a key's data whole for JAX's
     partitioner; the one-device sharding of host callbacks, which run on every
-    device of a map as every other op of its body), keeps the names of @main's arguments (their
-    locations) and results (`jax.result_info`) and names the module after the
-    user's function.
+    device of a map as every other op of its body: `calls_back` says whether the
+    module has any), keeps the names of @main's arguments (their locations) and
+    results (`jax.result_info`) and names the module after the user's function.
     """
     with ir.building(module):
         attributes = module.operation.attributes
@@ -582,5 +582,8 @@ def clean_module(module, name: str) -> None:
             ir.keep_arg_attrs(function, "arg", ())
             ir.keep_arg_attrs(function, "res", (RESULT_INFO,) if symbol == "main" else ())
         ir.drop_sharding_constraints(ir.function_entry_block(functions["main"]))
-        if ir.has_meshes(module):  # host callbacks' shardings name one (no walk otherwise)
-            ir.drop_meshes(module, dialect.host_callbacks_of(module))
+        # A callback's sharding names its mesh: a symbol (lifted by `jax.jit`), or
+        # inline (`trace.lower_map`'s module, where no pass lifts it).
+        callbacks = dialect.host_callbacks_of(module) if calls_back else ()
+        if callbacks or ir.has_meshes(module):
+            ir.drop_meshes(module, callbacks)

@@ -9,7 +9,6 @@ import os
 import sys
 import threading
 import traceback
-import types
 
 import jax
 import numpy as np
@@ -290,6 +289,20 @@ def test_trace_flat_makes_what_make_jaxpr_makes():
     jax.make_jaxpr(enclosing)(np.ones(3, np.float32))
 
 
+def test_one_equation_makes_what_tracing_the_bind_makes():
+    """The jaxpr an outermost map is lowered from: its equation as tracing a call that
+    binds it records it (the primitive, parameters, abstract values, effects)."""
+    avals = [jax_api.ShapedArray((4, 3), np.dtype(np.float32))]
+
+    def bind(x):
+        return [lax.cumsum_p.bind(x, axis=1, reverse=False)]
+
+    ours = jax_lowering.one_equation(lax.cumsum_p, {"axis": 1, "reverse": False}, avals, "a test")
+    theirs = jax_api.trace_flat(bind, avals, [], "a test")
+    assert str(ours) == str(theirs)
+    assert ours.effects == theirs.effects and not ours.consts
+
+
 def test_a_literal_is_hoisted_to_a_new_argument():
     """What lowering/structure.py builds a shared map from: literals, new variables,
     a jaxpr with other arguments, hashable source locations and contexts."""
@@ -417,23 +430,64 @@ def test_pmapc_rewrites_in_a_context_of_its_own_and_leaves_jaxs_as_it_was():
     assert not ir.make_context().allow_unregistered_dialects
 
 
-def test_a_lowering_inside_a_lowering_builds_in_its_context():
-    """pmapc lowers a map while JAX lowers the jitted function that holds it: the
-    inner lowering takes the outer one's context, and (from 0.11 on, where a thread
-    reuses its context for 10 lowerings) leaves the count of its reuses as it was."""
+def test_a_map_inside_jit_makes_no_mlir_context_of_jaxs(monkeypatch):
+    """pmapc lowers a map while JAX lowers the jitted function that holds it, in the
+    outer lowering's context: a new structure asks JAX for no context of its own
+    (0.10 made one per lowering; from 0.11 on a thread reuses one for 10 lowerings,
+    and a map's inner lowering is not one of them)."""
     from jax._src.interpreters import mlir as jax_mlir
 
-    outer = jax_mlir.make_ir_context()
-    reuses = jax_mlir._thread_local_context.value if jax_api.SINCE_0_11 else None
-    enclosing = types.SimpleNamespace(module_context=types.SimpleNamespace(context=outer))
-    with jax_lowering.lowering_inside(enclosing):
-        inside = jax.jit(lambda v: v + 1).lower(np.ones(3, np.float32))
-    assert inside.compiler_ir("stablehlo").context == outer
-    if jax_api.SINCE_0_11:
-        assert jax_mlir._thread_local_context.value == reuses
-    else:
-        outside = jax.jit(lambda v: v + 2).lower(np.ones(3, np.float32))
-        assert outside.compiler_ir("stablehlo").context != outer
+    made = []
+    make = jax_mlir.make_ir_context
+    monkeypatch.setattr(jax_mlir, "make_ir_context", lambda: made.append(1) or make())
+    x = np.arange(2 * 4 * 9, dtype=np.float32).reshape(2, 4, 9)  # a shape of its own
+
+    def body(v):
+        return pmapc.pmap(lambda w: lax.psum(w * 5.0, "model"), axis_name="model")(v)
+
+    lowered = jax.jit(pmapc.pmap(body, axis_name="data")).lower(x)
+    assert made == [1]  # the jit's own
+    assert lowered.compiler_ir("stablehlo").context is not None
+
+
+def test_a_program_on_a_mesh_is_lowered_as_jaxs_shard_map_lowers_it():
+    """What `jax_lowering.lower_on_mesh` rests on: JAX's rule lowers a body on the blocks
+    with the parameters `jax.shard_map` stages, to the manual computation a traced
+    `shard_map` lowers to."""
+    mesh = jax.sharding.Mesh(np.array(jax.devices()[:8]).reshape(2, 4), ("data", "model"))
+    spec = PartitionSpec("data", "model")
+    x = np.arange(2 * 4 * 3, dtype=np.float32).reshape(2, 4, 3)
+
+    def body(y):
+        return lax.psum(y * 2.0, "model")
+
+    on_blocks = jax.make_jaxpr(body, axis_env=[("data", 2), ("model", 4)])(
+        jax.ShapeDtypeStruct((1, 1, 3), np.float32)
+    )
+    on_mesh = jax_api.Primitive("pmapc_test_on_mesh")
+    on_mesh.multiple_results = True
+    on_mesh.def_abstract_eval(lambda aval: [aval])
+
+    def rule(ctx, operand):
+        return jax_lowering.lower_on_mesh(ctx, [operand], on_blocks, mesh, [spec], [spec])
+
+    jax_lowering.register_lowering(on_mesh, rule, cacheable=False)
+    ours = jax.jit(lambda v: on_mesh.bind(v)[0]).lower(x).compiler_ir("stablehlo")
+    theirs = (
+        jax.jit(jax.shard_map(body, mesh=mesh, in_specs=spec, out_specs=spec, check_vma=False))
+        .lower(x)
+        .compiler_ir("stablehlo")
+    )
+
+    def manual_computation(module):
+        (op,) = [op for op in ir.walk(ir.functions(module)["main"], ("sdy.manual_computation",))]
+        return op
+
+    assert str(manual_computation(ours)) == str(manual_computation(theirs))
+    got = jax.jit(lambda v: on_mesh.bind(v)[0], out_shardings=NamedSharding(mesh, spec))(x)
+    np.testing.assert_allclose(
+        np.asarray(got), np.broadcast_to(2 * x.sum(1, keepdims=True), x.shape)
+    )
 
 
 def test_a_map_inside_jit_is_rewritten_in_the_enclosing_lowerings_context(monkeypatch):
