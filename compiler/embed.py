@@ -177,36 +177,47 @@ def lower_outermost(ctx, *operands, mesh, **params) -> Sequence:
     # The compiler's Python objects are freed by reference counting; the cyclic
     # collector, which walks the whole heap (JAX's too), waits until it is done.
     with cyclic_gc_paused():
-        program, constants = _program(ctx, mesh, params)
-        return _lower_on_mesh(ctx, program, constants, mesh, operands)
+        program, constants, built = _program(ctx, mesh, params)
+        return _lower_on_mesh(ctx, program, constants, built, mesh, operands)
 
 
-def _program(ctx, mesh, params) -> tuple[SpmdProgram, tuple]:
+def _program(ctx, mesh, params) -> tuple[SpmdProgram, tuple, Built | None]:
     """The program of the map (`ctx` its rule context), shared with the maps of its
-    structure when it has one, and the constants its leading operands take."""
+    structure when it has one; the constants its leading operands take; and its
+    module, if compiled here."""
     shared = structure.shared_map(params)
     if shared is None:
-        return compile_map(ctx, mesh, params, ctx.avals_in), ()
+        program, built = compile_map(ctx, mesh, params, ctx.avals_in)
+        return program, (), built
     constant_avals = shared.params["jaxpr"].in_avals[: len(shared.constants)]
     avals_in = [*constant_avals, *ctx.avals_in]
     context = jax_structure.trace_context()
     key = (shared.key, tuple(ctx.avals_in), tuple(ctx.avals_out), mesh, _platforms(ctx), context)
 
+    compiled: list[Built] = []  # the module, if `made` compiles one
+
     def made() -> SpmdProgram:
         kept = _kept_by_structure((shared.key, context), mesh, avals_in, ctx)
         if kept is not None and kept.program is not None:
             return kept.program
-        return compile_map(ctx, mesh, shared.params, avals_in, kept)
+        program, module = compile_map(ctx, mesh, shared.params, avals_in, kept)
+        if module is not None:
+            compiled.append(module)
+        return program
 
-    return SHARED_PROGRAMS.get(key, made), shared.constants
+    program = SHARED_PROGRAMS.get(key, made)
+    return program, shared.constants, compiled[0] if compiled else None
 
 
-def compile_map(ctx, mesh, params, avals_in, kept: _Kept | None = None) -> SpmdProgram:
+def compile_map(
+    ctx, mesh, params, avals_in, kept: _Kept | None = None
+) -> tuple[SpmdProgram, Built | None]:
     """The map of `map_p`'s parameters `params` on operands `avals_in` as pmapc IR
     (lowered inside JAX's lowering that `ctx` is a rule context of by
     `trace.lower_map`, in its MLIR context, and cleaned there by `trace.map_ir`),
     through the passes for the partition target; kept in JAX's persistent cache as
-    `kept` says, or (None) by its lowered IR."""
+    `kept` says, or (None) by its lowered IR. With the program, the module the
+    passes made (None for a program found in the persistent cache)."""
     avals_out = ctx.avals_out
     start = time.perf_counter()
     one_map_jaxpr = jax_lowering.one_equation(
@@ -216,7 +227,7 @@ def compile_map(ctx, mesh, params, avals_in, kept: _Kept | None = None) -> SpmdP
     if kept is None:
         kept = _kept_by_ir(lowered, mesh, avals_in, ctx)
         if kept.program is not None:
-            return kept.program
+            return kept.program, None
     compilation = driver.compile_ir(
         trace.map_ir(lowered, params["name"]),
         time.perf_counter() - start,
@@ -237,7 +248,7 @@ def compile_map(ctx, mesh, params, avals_in, kept: _Kept | None = None) -> SpmdP
         host_callbacks=compilation.host_callbacks,
     )
     kept.store(program)
-    return program
+    return program, Built(compilation.module)
 
 
 def _platforms(ctx) -> tuple[str, ...]:
@@ -307,15 +318,18 @@ def _spec(signature: runtime.Signature, aval) -> PartitionSpec:
     return PartitionSpec(*signature.spec()[: len(aval.shape)])
 
 
-def _lower_on_mesh(ctx, program: SpmdProgram, constants: tuple, mesh, operands) -> Sequence:
+def _lower_on_mesh(
+    ctx, program: SpmdProgram, constants: tuple, built: Built | None, mesh, operands
+) -> Sequence:
     """`program` on every device of `mesh`, lowered where the map's rule context `ctx`
     stands: a `shard_map` over the mesh, every axis manual, whose body calls the
     program on the blocks (`spmd_call_p`), lowered by JAX's rule without being
     traced. `constants` are the values of the program's leading arguments (literals
-    of the body), which the embedding writes into it (`Literals`)."""
+    of the body), which the embedding writes into it (`Literals`); `built`, the
+    module just compiled, if it was."""
     in_specs = program.in_specs[len(constants) :]
     blocks = [_block_of(aval, spec, mesh) for aval, spec in zip(ctx.avals_in, in_specs)]
-    params = {"program": program, "literals": Literals.of(constants)}
+    params = {"program": program, "literals": Literals.of(constants), "built": built}
     body = jax_lowering.one_equation(spmd_call_p, params, blocks, "pmapc's per-device program")
     return jax_lowering.lower_on_mesh(ctx, operands, body, mesh, in_specs, program.out_specs)
 
@@ -352,14 +366,23 @@ class Literals:
         return [np.frombuffer(data, jax.numpy.dtype(dtype))[0] for dtype, data in self.bits]
 
 
-def _spmd_call_abstract_eval(*avals, program, literals):
+@dataclasses.dataclass(eq=False)  # compared by identity, as a parameter
+class Built:
+    """A per-device module just compiled, in the MLIR context of the lowering that
+    compiled it: the embedding takes its ops as they stand, where reading the
+    program's bytecode back cost a new tiny program 0.1 ms."""
+
+    module: ir.Module
+
+
+def _spmd_call_abstract_eval(*avals, program, literals, built):
     return list(program.block_avals_out)
 
 
-def _spmd_call_lowering(ctx, *blocks, program, literals):
+def _spmd_call_lowering(ctx, *blocks, program, literals, built):
     module_context = ctx.module_context
     return embed_program(
-        program.bytecode,
+        program.bytecode if built is None else built.module,
         module_context.module,
         module_context.symbol_table,
         module_context.new_channel,
@@ -420,7 +443,7 @@ _RENUMBERED_OPS = frozenset(
 
 
 def embed_program(
-    module: bytes | str,
+    module: bytes | str | ir.Module,
     target: ir.Module,
     symbol_table,
     new_channel: Callable[[], int],
@@ -428,9 +451,10 @@ def embed_program(
     literals: Sequence[np.ndarray],
     blocks: Sequence[ir.Value],
 ) -> list[ir.Value]:
-    """Run the per-device program `module` (bytecode or text) on `blocks` where JAX
-    is lowering (in the body of the `sdy.manual_computation` of `_lower_on_mesh`'s
-    shard_map, in `target`'s context): the values its `main` returns.
+    """Run the per-device program `module` (bytecode or text, or a module in `target`'s
+    context, whose ops it takes) on `blocks` where JAX is lowering (in the body of
+    the `sdy.manual_computation` of `_lower_on_mesh`'s shard_map, in `target`'s
+    context): the values its `main` returns.
 
     `main`'s ops are put there as they are, its leading arguments constants of
     `literals` (where XLA sees them as it sees JAX's literals): a call of `main`
@@ -441,7 +465,11 @@ def embed_program(
     `target`; a native ragged_all_to_all its channel id), host callbacks the index
     `host_callback(index)` among `target`'s callbacks.
     """
-    source = ir.parse_into(module, target.context)
+    if isinstance(module, ir.Module):
+        assert module.context == target.context, "a module embedded from another context"
+        source = module
+    else:
+        source = ir.parse_into(module, target.context)
     functions = ir.functions(source)
     main = functions.pop("main")
     prefix = _fresh_prefix(symbol_table, functions)

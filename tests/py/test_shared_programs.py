@@ -385,3 +385,21 @@ def test_a_shared_programs_literals_are_constants_of_its_embedded_program():
                 np.asarray(lowered.compile()(X)), scaled_psum_of(X, scale)
             )
     assert (compiled.misses, compiled.hits) == (1, 1)
+
+
+def test_a_program_compiled_in_the_lowering_is_embedded_as_it_stands(monkeypatch):
+    """A new structure's per-device module, compiled in the lowering's context, is
+    embedded without its bytecode being read back; the next program of the
+    structure reads the kept program's bytecode. Both run as numpy says."""
+    read = []
+    parse_into = ir.parse_into
+    monkeypatch.setattr(ir, "parse_into", lambda *args: read.append(1) or parse_into(*args))
+    embed.SHARED_PROGRAMS.cache_clear()
+    with counting() as compiled:
+        first = jax.jit(scaled_psum(0.25))(X)
+        assert read == []
+        second = jax.jit(scaled_psum(4.0))(X + 1)
+        assert read == [1]
+    assert (compiled.misses, compiled.hits) == (1, 1)
+    np.testing.assert_allclose(np.asarray(first), scaled_psum_of(X, 0.25), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(second), scaled_psum_of(X + 1, 4.0), rtol=1e-6)
