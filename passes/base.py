@@ -26,7 +26,7 @@ import enum
 from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import ClassVar, Generic, Protocol, TypeVar, cast
 
-from pmapc import ir
+from pmapc import dialect, ir
 from pmapc.errors import PipelineError
 from pmapc.rewriter import Listener, Rewriter
 
@@ -111,6 +111,9 @@ class Analyses:
     unless that pass kept it current (`keeps`)."""
 
     def __init__(self, kept: Collection[KeptAnalysis] = ()) -> None:
+        # The ops' schemas and the mesh, each distinct attribute read once for the
+        # whole run (attributes never change: an edit sets a new one).
+        self.views = dialect.Views()
         # analysis -> the keeper that brings its result up to date
         self._keepers: dict[Callable, type[Keeper]] = {a: a.keeper for a in kept}
         self._results: dict[Callable, object] = {}

@@ -57,11 +57,11 @@ class FlattenMapsPass:
     keeps: ClassVar[tuple[Analysis, ...]] = ()
 
     def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
-        views = dialect.Views()
+        views = analyses.views
         # The checked nesting analysis: free after verify-axes, else checked here.
         nesting = analyses.get(verified_nesting, module)
         layout = nesting.layout()
-        if not layout.mesh.axis_names and dialect.read_mesh(module) is not None:
+        if not layout.mesh.axis_names and views.read_mesh(module) is not None:
             return False  # no map, and the mesh of a program flattened before
         # The op index of every function @main reaches, as the analysis walked them
         # (the others are erased): its keeper keeps it through the inlining below.

@@ -29,7 +29,7 @@ class FoldGatherSlicePass:
 
     def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
         changed = False
-        views = dialect.Views()
+        views = analyses.views
         for op in index_of(module, analyses).ops("stablehlo.dynamic_slice"):
             changed |= fold(op, views, rewriter)
         return changed

@@ -84,7 +84,7 @@ class LowerCollectivesPass:
         object.__setattr__(self, "replica_groups", groups)
 
     def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
-        views = dialect.Views()
+        views = analyses.views
         ops = []
         for op in index_of(module, analyses).ops(dialect.CUSTOM_CALL):
             target = views.target(op)
@@ -94,7 +94,7 @@ class LowerCollectivesPass:
                 )
             if dialect.is_pmapc_target(target):
                 ops.append(op)
-        lowering = Lowering(dialect.mesh_of(module), views, rewriter, self.ragged)
+        lowering = Lowering(views.mesh_of(module), views, rewriter, self.ragged)
         lowering.name_groups(module, self.replica_groups)
         for op in ops:
             lowering.lower(op)

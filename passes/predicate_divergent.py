@@ -69,12 +69,13 @@ class PredicateDivergentPass:
         control_flow = [op for op in found if op.name in CONTROL_FLOW]
         notes = [op for op in found if dialect.is_predicated_note(op)]
         changed = _record_notes(notes, module, rewriter)
-        if not _talking(control_flow, module, functions):
+        every_axis = frozenset(analyses.views.mesh_of(module).axis_names)
+        if not _talking(control_flow, every_axis, functions):
             return changed  # no collective under control flow: nothing can diverge
         while True:
             variance = varying_axes(module)
             control_flow = ir.walk(module.operation, CONTROL_FLOW)
-            found = _first_divergent(_talking(control_flow, module, functions), variance)
+            found = _first_divergent(_talking(control_flow, every_axis, functions), variance)
             if found is None:
                 return changed
             op, axes = found
@@ -99,11 +100,11 @@ def _record_notes(notes: list[ir.Operation], module: ir.Module, rewriter: Rewrit
 
 
 def _talking(
-    control_flow: list[ir.Operation], module: ir.Module, functions
+    control_flow: list[ir.Operation], every_axis: frozenset[str], functions
 ) -> list[tuple[ir.Operation, Axes]]:
     """Each of the branches and loops `control_flow` (in pre-order), with the axes along
-    which the devices of its collectives must meet (those with none left out)."""
-    every_axis = frozenset(dialect.mesh_of(module).axis_names)
+    which the devices of its collectives must meet (those with none left out), of the
+    mesh's `every_axis`."""
     found = []
     for op in control_flow:
         axes = _meeting_axes(op, functions, set(), every_axis)

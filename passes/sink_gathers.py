@@ -39,13 +39,13 @@ class SinkGathersPass:
     reads: ClassVar[tuple[Analysis, ...]] = (op_index,)
 
     def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
-        if dialect.read_mesh(module) is None:
+        if analyses.views.read_mesh(module) is None:
             return False
         main = ir.functions(module)["main"]
         block = ir.function_entry_block(main)
         returned = ir.terminator(block)
         custom_calls = index_of(module, analyses).ops(dialect.CUSTOM_CALL, "main")
-        views = dialect.Views()
+        views = analyses.views
         moved = push_gathers_down(custom_calls, views, rewriter)
         splits = patterns.Splits.of(main, "res")
         sunk = patterns.repeat_until_unchanged(

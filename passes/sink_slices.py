@@ -31,12 +31,12 @@ class SinkSlicesPass:
     reads: ClassVar[tuple[Analysis, ...]] = ()
 
     def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
-        mesh = dialect.read_mesh(module)
+        views = analyses.views
+        mesh = views.read_mesh(module)
         if mesh is None:
             return False
         main = ir.functions(module)["main"]
         splits = patterns.Splits.of(main, "arg")
-        views = dialect.Views()
         changed = patterns.repeat_until_unchanged(
             lambda: sink_arguments(main, splits, mesh, views, rewriter)
         )

@@ -45,7 +45,7 @@ from typing import ClassVar
 
 from pmapc import dialect, hlo, ir, options
 from pmapc.errors import PipelineError
-from pmapc.mesh import ReplicaGroups, axes_of_groups
+from pmapc.mesh import Mesh, ReplicaGroups, axes_of_groups
 from pmapc.options import DEFAULT_GROUP_FORM, GroupForm
 from pmapc.passes import ragged
 from pmapc.passes.base import Analyses, Analysis, Form
@@ -100,7 +100,8 @@ class ToPartitionsPass:
             else:
                 singles.append(op)
         global_ids = ir.unit_attr()
-        groups = GroupWriter(module, self.replica_groups, rewriter)
+        mesh = analyses.views.read_mesh(module)
+        groups = GroupWriter(module, mesh, self.replica_groups, rewriter)
         for handle, op in enumerate(singles, start=self.first_channel):
             if ragged.is_native(op):
                 config = ragged.with_channel(op, handle)
@@ -113,7 +114,8 @@ class ToPartitionsPass:
             if rewritten is not None:
                 values[REPLICA_GROUPS] = rewritten
             changed |= rewriter.set_attributes(op, values)
-        changed |= set_device_counts(module, rewriter, replicas=1, partitions=device_count(module))
+        partitions = device_count(module, mesh)
+        changed |= set_device_counts(module, rewriter, replicas=1, partitions=partitions)
         return changed
 
 
@@ -138,11 +140,12 @@ class GroupWriter:
     read once per distinct attribute (MLIR uniques them: ops of one group set share
     one), and the mesh op is made when the first group is named."""
 
-    def __init__(self, module: ir.Module, form: GroupForm, rewriter: Rewriter) -> None:
+    def __init__(
+        self, module: ir.Module, mesh: Mesh | None, form: GroupForm, rewriter: Rewriter
+    ) -> None:
         self.module = module
         self.rewriter = rewriter
         self.meshes = hlo.meshes_of(module)
-        mesh = dialect.read_mesh(module)
         readable = mesh is not None and all(map(ir.mesh_axis_name_readable, mesh.axis_names))
         # Device ids where asked, and where the XLA in use cannot read an axis name.
         self.expand = form is GroupForm.DENSE or (mesh is not None and not readable)
@@ -174,9 +177,12 @@ class GroupWriter:
         return ir.mesh_axis_groups_attr(self.symbol, axes)
 
 
-def expand_groups(module: ir.Module, collectives: list[ir.Operation], rewriter: Rewriter) -> bool:
-    """Write replica groups given as mesh axes as device ids; whether any were."""
-    groups = GroupWriter(module, GroupForm.DENSE, rewriter)
+def expand_groups(
+    module: ir.Module, mesh: Mesh | None, collectives: list[ir.Operation], rewriter: Rewriter
+) -> bool:
+    """Write replica groups given as mesh axes (of `mesh`, the module's) as device ids;
+    whether any were."""
+    groups = GroupWriter(module, mesh, GroupForm.DENSE, rewriter)
     changed = False
     for op in collectives:
         dense = groups.rewritten(op)
@@ -279,9 +285,9 @@ def replace_device_ids(ops: list[ir.Operation], name: str, rewriter: Rewriter) -
     return changed
 
 
-def device_count(module: ir.Module) -> int:
-    """The mesh size; without a mesh, the devices the module already declares (else 1)."""
-    mesh = dialect.read_mesh(module)
+def device_count(module: ir.Module, mesh: Mesh | None) -> int:
+    """The size of `mesh` (the module's); without one, the devices the module already
+    declares (else 1)."""
     if mesh is not None:
         return mesh.size
     attributes = module.operation.attributes

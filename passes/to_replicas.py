@@ -56,6 +56,8 @@ class ToReplicasPass:
                     Category.UNSUPPORTED,
                 )
             changed |= rewriter.drop_attributes(op, (CHANNEL_HANDLE, GLOBAL_DEVICE_IDS))
-        changed |= expand_groups(module, collectives, rewriter)
-        changed |= set_device_counts(module, rewriter, replicas=device_count(module), partitions=1)
+        mesh = analyses.views.read_mesh(module)
+        changed |= expand_groups(module, mesh, collectives, rewriter)
+        replicas = device_count(module, mesh)
+        changed |= set_device_counts(module, rewriter, replicas=replicas, partitions=1)
         return changed

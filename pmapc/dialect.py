@@ -169,19 +169,39 @@ def _collective_of_target(target: str | None) -> Collective | None:
 
 
 class Views:
-    """The functions above, for one pass run, each distinct schema read once.
+    """The functions above and `read_mesh`, for one pipeline run, each distinct schema
+    read once.
 
     MLIR uniques attributes in their context: every op of one kind with equal
     parameters carries the very same `call_target_name` and `backend_config`,
     so a pass that reads thousands of collectives parses a handful of configs.
     A view's `params` are shared between the ops of one config: read them only.
-    Make one per run (it keeps attributes of that run's context).
+    Make one per run of a pipeline, whose passes share it (passes/base.py:
+    `Analyses.views`), or of a pass (it keeps attributes of that run's context).
     """
 
     def __init__(self) -> None:
         self._targets: dict[ir.Attribute, str | None] = {}
         self._collectives: dict[tuple, tuple] = {}
         self._maps: dict[tuple, tuple] = {}
+        self._meshes: dict[ir.Attribute, Mesh] = {}
+
+    def read_mesh(self, module: ir.Module) -> Mesh | None:
+        """`read_mesh(module)`."""
+        attributes = module.operation.attributes
+        if MESH_ATTR not in attributes:
+            return None
+        attr = attributes[MESH_ATTR]
+        if attr not in self._meshes:
+            mesh = read_mesh(module)
+            assert mesh is not None
+            self._meshes[attr] = mesh
+        return self._meshes[attr]
+
+    def mesh_of(self, module: ir.Module) -> Mesh:
+        """`mesh_of(module)`."""
+        mesh = self.read_mesh(module)
+        return mesh if mesh is not None else Mesh((), ())
 
     def target(self, op: ir.Operation) -> str | None:
         if op.name != CUSTOM_CALL:

@@ -18,6 +18,7 @@ builds through one (`unobserved`).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -82,6 +83,15 @@ class Walk(NamedTuple):
 EVENTS = tuple(name for name in vars(Listener) if not name.startswith("_"))
 
 
+@functools.cache
+def events_heard(listener_class: type[Listener]) -> frozenset[str]:
+    """The events a listener of `listener_class` hears: those the class overrides
+    (read once a class: a pass run makes a keeper for each analysis it keeps)."""
+    return frozenset(
+        event for event in EVENTS if getattr(listener_class, event) is not getattr(Listener, event)
+    )
+
+
 class Builder(NamedTuple):
     """Where ops are built: a rewriter, an insertion point and a location. (A tuple:
     passes make one for every op they rewrite, and a tuple is made fastest.)"""
@@ -118,6 +128,19 @@ class Builder(NamedTuple):
         return self._replace(loc=loc)
 
 
+# Each event's listeners, by the rewriter's field that holds them.
+_HEARERS = {
+    "op_created": "_created",
+    "op_erased": "_erased",
+    "op_modified": "_modified",
+    "operand_set": "_set",
+    "uses_replaced": "_replaced",
+    "op_moved": "_moved",
+    "block_moved": "_blocks",
+    "body_inlined": "_inlined",
+}
+
+
 class Rewriter:
     """Hands out builders, and erases, replaces, modifies and moves ops, telling its
     listeners of every edit (its builders tell it of each op they build)."""
@@ -140,25 +163,9 @@ class Rewriter:
     def listen(self, listener: Listener) -> None:
         """Tell `listener` of every edit from now on (of the events it overrides)."""
         self.listeners += (listener,)
-        hearing = {event: self.hearing(event) for event in EVENTS}
-        self._created = hearing["op_created"]
-        self._erased = hearing["op_erased"]
-        self._modified = hearing["op_modified"]
-        self._set = hearing["operand_set"]
-        self._replaced = hearing["uses_replaced"]
-        self._moved = hearing["op_moved"]
-        self._blocks = hearing["block_moved"]
-        self._inlined = hearing["body_inlined"]
-
-    def hearing(self, event: str) -> tuple[Listener, ...]:
-        """The listeners that hear `event` (a `Listener` method): those whose class
-        overrides it."""
-        default = getattr(Listener, event)
-        return tuple(
-            listener
-            for listener in self.listeners
-            if getattr(type(listener), event, default) is not default
-        )
+        for event in events_heard(type(listener)):
+            slot = _HEARERS[event]
+            setattr(self, slot, (*getattr(self, slot), listener))
 
     # -- where to build ------------------------------------------------------------
 

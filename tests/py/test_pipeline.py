@@ -210,10 +210,12 @@ class ReshapeWrongCountPass:
         return True
 
 
-def test_a_builder_refuses_ill_typed_ops_and_the_driver_names_the_pass():
+# Verified after each pass, pmapc's passes run in MLIR's pass manager; else in turn.
+@pytest.mark.parametrize("verify_each", [True, False])
+def test_a_builder_refuses_ill_typed_ops_and_the_driver_names_the_pass(verify_each):
     module = ir.parse_module(EXAMPLE_IR.read_text(), ir.make_context())
     with pytest.raises(PassFailure) as info:
-        run_passes(module, (VerifyAxesPass(), ReshapeWrongCountPass()))
+        run_passes(module, (VerifyAxesPass(), ReshapeWrongCountPass()), verify_each=verify_each)
     message = str(info.value)
     assert "pass 'reshape-wrong-count' failed (passes run before it: verify-axes)" in message
     assert "BuildError: reshape of tensor<2x4x8xf32> to [3]" in message
@@ -268,10 +270,11 @@ def test_the_collector_resumes_after_a_failing_pass():
     assert gc.isenabled()
 
 
-def test_a_map_inside_jit_runs_the_default_pipeline_less_canonicalize(monkeypatch):
+def test_a_map_inside_jit_runs_the_default_pipeline_less_mlirs_passes(monkeypatch):
     """Inside `jax.jit` XLA simplifies after pmapc, and MLIR's canonicalize, set up in
     JAX's context (every dialect loaded), cost more than it tidies: the embedded
-    pipeline is the partition form's default one without it, and computes the same."""
+    pipeline is the partition form's default one without MLIR's canonicalize and
+    cse (XLA's CSE follows), run without MLIR's pass manager, and computes the same."""
     import jax
     import numpy as np
     from jax import lax
@@ -287,6 +290,7 @@ def test_a_map_inside_jit_runs_the_default_pipeline_less_canonicalize(monkeypatc
         return run_pipeline(module, passes, *args, **kwargs)
 
     monkeypatch.setattr(driver, "run_pipeline", recording)
+    monkeypatch.setattr(ir, "PassManager", None)  # no MLIR pass manager is made
     jax.clear_caches()  # no program of this structure kept (embed.SHARED_PROGRAMS)
     x = np.arange(2 * 4 * 9, dtype=np.float32).reshape(2, 4, 9)  # a shape of its own
 
@@ -298,5 +302,5 @@ def test_a_map_inside_jit_runs_the_default_pipeline_less_canonicalize(monkeypatc
         np.asarray(out), np.broadcast_to((x - 2).max(1, keepdims=True), x.shape)
     )
     default = [p.name for p in default_pipeline(Target.PARTITIONS, GroupForm.DENSE)]
-    assert "canonicalize" in default
-    assert ran == [tuple(name for name in default if name != "canonicalize")]
+    assert "canonicalize" in default and "cse" in default
+    assert ran == [tuple(name for name in default if name not in ("canonicalize", "cse"))]
