@@ -87,10 +87,12 @@ class Keeper(Listener):
         raise NotImplementedError
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class KeptAnalysis(Generic[Result]):
     """An analysis that a keeper keeps current through a pass's rewrites: called as
-    the analysis function `compute` is, and found with its keeper."""
+    the analysis function `compute` is, and found with its keeper. Each is defined
+    once, and is itself (compared and hashed as an object: the analyses of a run
+    are keyed by it)."""
 
     name: str
     compute: Callable[[ir.Module], Result]

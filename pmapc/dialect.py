@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import math
 import threading
 from collections.abc import Sequence
@@ -254,10 +255,14 @@ class Views:
         if fields is not None:
             return view_class(op, *fields)
         view = read(op)
-        parsed[key] = tuple(
-            getattr(view, field.name) for field in dataclasses.fields(view_class)[1:]
-        )
+        parsed[key] = tuple(getattr(view, name) for name in _fields_after_op(view_class))
         return view
+
+
+@functools.cache
+def _fields_after_op(view_class: type) -> tuple[str, ...]:
+    """The names of a view's fields but its first, `op`."""
+    return tuple(field.name for field in dataclasses.fields(view_class)[1:])
 
 
 # ----------------------------------------------------------------------------
@@ -523,21 +528,19 @@ _PARAM_WHAT = {
 
 
 def _backend_config(op: ir.Operation) -> dict[str, ir.Attribute]:
-    target = target_of(op)
-    attr = op.attributes["backend_config"] if "backend_config" in op.attributes else None
-    config = ir.as_dict(attr)
+    attributes = op.attributes
+    config = ir.as_dict(attributes["backend_config"] if "backend_config" in attributes else None)
     if config is None:
-        raise error_at(op, f"'{target}' needs a 'backend_config' dictionary")
+        raise error_at(op, f"'{target_of(op)}' needs a 'backend_config' dictionary")
     return config
 
 
 def _required(op, config, key, reader, what):
-    target = target_of(op)
     if key not in config:
-        raise error_at(op, f"'{target}' is missing '{key}' in its backend_config")
+        raise error_at(op, f"'{target_of(op)}' is missing '{key}' in its backend_config")
     value = reader(config[key])
     if value is None:
-        raise error_at(op, f"'{key}' of '{target}' must be {what}, got {config[key]}")
+        raise error_at(op, f"'{key}' of '{target_of(op)}' must be {what}, got {config[key]}")
     return value
 
 

@@ -7,6 +7,7 @@ pmapc/shapes.py, which take them: neither imports the other for them.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 IndexGroups = tuple[tuple[int, ...], ...]
 
@@ -36,8 +37,10 @@ class Params:
     """The parameters of one collective (a kind's subclass; JAX's names)."""
 
     @classmethod
+    @functools.cache
     def schema(cls) -> tuple[Param, ...]:
-        """The parameters as the IR holds them."""
+        """The parameters as the IR holds them (read once a kind: every collective read
+        asks for them)."""
         fields = sorted(dataclasses.fields(cls), key=lambda f: f.default is None)
         return tuple(
             Param(f.name, f.metadata["value_type"], f.default is None) for f in fields
