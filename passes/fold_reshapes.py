@@ -1,6 +1,18 @@
-"""fold-reshapes: fold the reshape chains the rewrites leave behind.
+"""fold-reshapes: fold the reshape chains the rewrites leave behind, and the unit
+dimensions a device's blocks drop and take back.
 
 `reshape(reshape(x))` is one reshape, a reshape to the same type is nothing.
+
+A reshape that only drops unit dimensions (a squeeze: flatten-maps drops each
+map's dimension, of size 1 in a device's block) moves below the elementwise ops
+and single all_reduces that use it, which then compute on the block as it came:
+`f(squeeze(x), fill) -> squeeze(f(x, fill'))`, where each other operand is a
+squeeze of a value of `x`'s shape, a broadcast scalar or a splat constant (the
+same at every position, made in `x`'s shape). Where the squeeze meets a reshape
+that gives the dimensions back, both go, and the program computes on its blocks
+as `jax.shard_map`'s body does: XLA compiles a tiny nest's module without them
+0.4-0.7 ms sooner (of 40). A squeeze that meets neither stays where it is.
+
 In the default pipeline MLIR's canonicalize and cse follow it (the named
 pipeline `simplify`, compiler/pipeline.py): they share equal constants and
 index arithmetic and drop dead ops.
@@ -11,39 +23,153 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from pmapc import ir
+from pmapc import hlo, ir
 from pmapc.passes import patterns
 from pmapc.passes.base import Analyses, Analysis
 from pmapc.passes.op_index import index_of, op_index
-from pmapc.rewriter import Rewriter
+from pmapc.rewriter import Builder, Rewriter
+
+RESHAPE = "stablehlo.reshape"
 
 
 @dataclasses.dataclass(frozen=True)
 class FoldReshapesPass:
-    """Fold reshape chains: a reshape of a reshape is one, a reshape to its type none."""
+    """Fold reshape chains, and move unit-dimension squeezes down to their inverses."""
 
     name: ClassVar[str] = "fold-reshapes"
     reads: ClassVar[tuple[Analysis, ...]] = (op_index,)
 
     def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
         changed = False
-        for op in index_of(module, analyses).ops("stablehlo.reshape"):
-            changed |= fold_reshape(op, rewriter)
+        left: dict[int, ir.Operation] = {}  # op key -> each reshape not folded away
+        # (The index is the IR's as the pass began, in pre-order: a reshape's
+        # producer comes before it.)
+        for op in index_of(module, analyses).ops(RESHAPE):
+            changed |= fold_reshape(op, left, rewriter)
+        # No reshape's operand is a reshape's result now.
+        squeezes = [op for op in left.values() if is_squeeze(op)]
+        while squeezes:
+            changed |= sink_squeeze(squeezes.pop(), squeezes, rewriter)
         return changed
 
 
-def fold_reshape(op: ir.Operation, rewriter: Rewriter) -> bool:
-    """Reshape the source of a reshape chain directly; drop reshapes to the same type.
-    Whether it changed anything."""
+def fold_reshape(op: ir.Operation, left: dict[int, ir.Operation], rewriter: Rewriter) -> bool:
+    """Reshape the source of a reshape chain directly; drop reshapes to the same type;
+    `left` holds the reshapes visited and not erased. Whether it changed anything."""
     source = op.operands[0]
     producer = patterns.defining_op(source)
     changed = False
-    if producer is not None and producer.name == "stablehlo.reshape":
+    if producer is not None and producer.name == RESHAPE:
         source = producer.operands[0]
         rewriter.set_operand(op, 0, source)
-        patterns.erase_if_unused(producer, rewriter)
+        if not list(producer.results[0].uses):
+            del left[ir.op_key(producer)]
+            rewriter.erase(producer)
         changed = True
     if source.type == op.results[0].type:
         rewriter.replace(op, [source])
-        changed = True
+        return True
+    left[ir.op_key(op)] = op
     return changed
+
+
+def is_squeeze(op: ir.Operation) -> bool:
+    """Whether `op` is a reshape that only drops unit dimensions of its operand."""
+    if op.name != RESHAPE:
+        return False
+    before, after = ir.shape_of(op.operands[0].type), ir.shape_of(op.results[0].type)
+    return len(after) < len(before) and [d for d in before if d != 1] == [
+        d for d in after if d != 1
+    ]
+
+
+def sink_squeeze(squeeze: ir.Operation, squeezes: list[ir.Operation], rewriter: Rewriter) -> bool:
+    """Move `squeeze` below each use it can pass, and drop the reshapes that undo it;
+    the squeezes of the results it passed join `squeezes`. Whether anything changed.
+
+    A reshape among its users (one that used the result of an op it passed) now
+    reshapes its operand, or is nothing. No op that `squeezes` holds is erased
+    here but `squeeze`: a reshape erased undoes `squeeze`, so it is no squeeze."""
+    block, small = squeeze.operands[0], squeeze.results[0]
+    changed = False
+    for user in {ir.op_key(op): op for op, _ in ir.uses_of(small)}.values():
+        if user.name == RESHAPE:  # a chain: `user` reshapes `block`, or is nothing
+            rewriter.set_operand(user, 0, block)
+            if user.results[0].type == block.type:
+                rewriter.replace(user, [block])
+            changed = True
+        elif _passes(user, small, block.type):
+            squeezes.append(_lift(user, small, block, rewriter))
+            changed = True
+    patterns.erase_if_unused(squeeze, rewriter)
+    return changed
+
+
+def _passes(op: ir.Operation, small: ir.Value, big: ir.Type) -> bool:
+    """Whether a squeeze to `small` (from type `big`) moves below `op`, a user of it."""
+    if op.name == "stablehlo.all_reduce":
+        return len(op.operands) == 1
+    if op.name not in hlo.ELEMENTWISE:
+        return False
+    shape = ir.shape_of(big)
+    return all(
+        v == small or _squeezed_from(v, shape) is not None or _fill(v) is not None
+        for v in op.operands
+    )
+
+
+def _lift(op: ir.Operation, small: ir.Value, block: ir.Value, rewriter: Rewriter) -> ir.Operation:
+    """`op` on the unsqueezed operands, its result squeezed back for its users: the
+    new squeeze."""
+    shape = ir.shape_of(block.type)
+    result = op.results[0]
+    squeezed = rewriter.after(op).create(RESHAPE, [result], [result.type])
+    for user, index in ir.uses_of(result):
+        if user != squeezed:
+            rewriter.set_operand(user, index, squeezed.result)
+    b = rewriter.before(op)
+    for index, value in enumerate(list(op.operands)):
+        if value == small:
+            lifted = block
+        else:
+            lifted = _squeezed_from(value, shape) or _fill_like(b, value, shape)
+        rewriter.set_operand(op, index, lifted)
+        filled = _fill(value) if lifted != value else None
+        if filled is not None:  # (a squeeze goes when its turn in `squeezes` comes)
+            patterns.erase_if_unused(filled, rewriter)
+    rewriter.set_result_type(op, 0, ir.tensor_type(shape, ir.element_type_of(result.type)))
+    return squeezed
+
+
+def _squeezed_from(value: ir.Value, shape: tuple[int, ...]) -> ir.Value | None:
+    """The operand of the squeeze that makes `value` from a value of `shape`, if one does."""
+    producer = patterns.defining_op(value)
+    if producer is None or not is_squeeze(producer):
+        return None
+    source = producer.operands[0]
+    return source if ir.shape_of(source.type) == shape else None
+
+
+def _fill(value: ir.Value) -> ir.Operation | None:
+    """The op that makes `value` the same at every position: a broadcast scalar or a
+    splat constant; else None."""
+    producer = patterns.defining_op(value)
+    if producer is None:
+        return None
+    if producer.name == "stablehlo.broadcast_in_dim":
+        return producer if not ir.shape_of(producer.operands[0].type) else None
+    if producer.name == "stablehlo.constant":
+        return producer if ir.splat_value(producer.attributes["value"]) is not None else None
+    return None
+
+
+def _fill_like(b: Builder, value: ir.Value, shape: tuple[int, ...]) -> ir.Value:
+    """A filled `value` (see `_fill`) in `shape`."""
+    producer = _fill(value)
+    assert producer is not None, "_passes admits a filled operand only"
+    type_ = ir.tensor_type(shape, ir.element_type_of(value.type))
+    if producer.name == "stablehlo.broadcast_in_dim":
+        return hlo.broadcast_scalar(b, producer.operands[0], type_)
+    splat = ir.splat_value(producer.attributes["value"])
+    assert splat is not None
+    return hlo.constant(b, ir.splat_attr(type_, splat), type_)

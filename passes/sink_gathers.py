@@ -119,22 +119,11 @@ def push_gathers_down(
     return changed
 
 
-ELEMENTWISE = {
-    f"stablehlo.{name}"
-    for name in (
-        "add subtract multiply divide maximum minimum power remainder and or xor atan2 compare "
-        "negate abs exponential exponential_minus_one log log_plus_one sqrt rsqrt cbrt tanh "
-        "logistic convert sine cosine tan floor ceil sign not round_nearest_even "
-        "round_nearest_afz is_finite"
-    ).split()
-}
-
-
 def push_below_elementwise(
     op: ir.Operation, views: dialect.Views, rewriter: Rewriter
 ) -> ir.Operation | None:
     """`f(all_gather(x), uniform...)` -> `all_gather(f(x, uniform...))`; the new gather."""
-    if op.name not in ELEMENTWISE:
+    if op.name not in hlo.ELEMENTWISE:
         return None
     gathers = [
         (i, found)

@@ -52,6 +52,19 @@ def zeros(b: Builder, type_: ir.Type) -> ir.Value:
     return constant(b, ir.zero_attr(type_), type_)
 
 
+# The elementwise ops of one result whose operands and result have one shape: each
+# element of the result is a function of the elements at its position alone.
+ELEMENTWISE = frozenset(
+    f"stablehlo.{name}"
+    for name in (
+        "add subtract multiply divide maximum minimum power remainder and or xor atan2 compare "
+        "negate abs exponential exponential_minus_one log log_plus_one sqrt rsqrt cbrt tanh "
+        "logistic convert sine cosine tan floor ceil sign not round_nearest_even "
+        "round_nearest_afz is_finite"
+    ).split()
+)
+
+
 class BuildError(ValueError):
     """A builder was asked for an op whose operand types do not fit (a pmapc bug)."""
 

@@ -46,7 +46,7 @@ class Listener:
         """`op` is about to be erased."""
 
     def op_modified(self, op: ir.Operation, key: int) -> None:
-        """An attribute of `op` changed."""
+        """An attribute or a result type of `op` changed."""
 
     def operand_set(self, op: ir.Operation, key: int, index: int, value: ir.Value) -> None:
         """Operand `index` of `op` is about to become `value`."""
@@ -250,6 +250,11 @@ class Rewriter:
         if present:
             self._attributes_changed(op)
         return bool(present)
+
+    def set_result_type(self, op: ir.Operation, index: int, type_: ir.Type) -> None:
+        """Make `type_` the type of result `index` of `op` (its uses must take it)."""
+        ir.set_value_type(op.results[index], type_)
+        self._attributes_changed(op)
 
     def _attributes_changed(self, op: ir.Operation) -> None:
         if self._modified:

@@ -149,6 +149,23 @@ def test_combine_all_reduces_merges_gradient_sums():
     assert lowered.as_text().count("stablehlo.all_reduce") == 2
 
 
+def test_fold_reshapes_computes_on_the_blocks_as_they_arrive():
+    """flatten-maps drops each map's unit dimension from a device's block and gives it
+    back at the result; fold-reshapes moves the squeeze below the scaling and the
+    psum to the reshape that gives the dimensions back, and both go, inside
+    `jax.jit` too (XLA compiles the module sooner)."""
+
+    def inner_body(y):
+        return jax.lax.psum(y * 3.0, "model") + 1.0
+
+    lowered = check_against_oracle(lambda inner, x: inner(x), inner_body, X)
+    assert "stablehlo.reshape" in lowered.as_text("to-partitions")
+    assert "stablehlo.reshape" not in lowered.as_text("fold-reshapes")
+    assert "(tensor<1x1x8xf32>) -> tensor<1x1x8xf32>" in lowered.as_text("fold-reshapes")
+    program = pmapc_nest(lambda inner, x: inner(x), inner_body)
+    assert "stablehlo.reshape" not in jax.jit(program).lower(X).as_text()
+
+
 def test_three_levels_fully_split_in_and_out():
     x = np.arange(2 * 2 * 2 * 3, dtype=np.int32).reshape(2, 2, 2, 3)
 

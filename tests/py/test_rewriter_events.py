@@ -352,3 +352,24 @@ def test_flatten_maps_keeps_the_index_in_every_pipeline_check():
         after_pass=lambda p, m: seen.append(p.name),
     )
     assert "flatten-maps" in seen
+
+
+class Modifications(Listener):
+    def __init__(self) -> None:
+        self.modified: list[str] = []
+
+    def op_modified(self, op, key) -> None:
+        self.modified.append(op.name)
+
+
+def test_a_result_retyped_through_the_rewriter_is_heard_as_a_modification():
+    module = parse(ADDS)
+    listener = Modifications()
+    rewriter = Rewriter([listener])
+    add = ops_of(module)[0]
+    with ir.building(module):
+        type_ = add.results[0].type
+        wider = ir.tensor_type([1, *ir.shape_of(type_)], ir.element_type_of(type_))
+        rewriter.set_result_type(add, 0, wider)
+    assert listener.modified == [add.name]
+    assert add.results[0].type == wider
