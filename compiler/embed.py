@@ -8,9 +8,9 @@ whose program it takes from `SHARED_PROGRAMS`, writing this map's literals into 
 
     trace      lowering/trace.py: the map as pmapc IR (a one-map `@main`)
     passes     compiler/pipeline.py: `embedded_pipeline`, the default one for the
-               partition form with dense groups, less MLIR's canonicalize (XLA
-               simplifies after), ragged_all_to_all native or expanded by the
-               lowering's platforms
+               partition form with dense groups, less MLIR's canonicalize and
+               cse (XLA simplifies after), ragged_all_to_all native or expanded
+               by the lowering's platforms
     embed      a `jax.shard_map` over the nest's mesh, every axis manual, whose
                body is the per-device `main` (its other functions inserted
                into JAX's module)

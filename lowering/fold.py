@@ -36,7 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from pmapc import dialect, folding
+from pmapc import axis_labels, folding
 from pmapc.errors import FoldError, UnsupportedError
 from pmapc.lowering import fold_rules, jax_api, primitives
 from pmapc.lowering.fold_values import Axis, Positions, Value, located, merge_dims, split_dim
@@ -93,7 +93,7 @@ class _Frame(Positions):
         devices, local, left = _split_or_refuse(axis_size, self.devices_left, axis_name)
         axis = Axis(axis_name, axis_size, devices, local)
         if local > 1:
-            label = dialect.axis_label(axis_name)
+            label = axis_labels.axis_label(axis_name)
             self.folded[label] = max(self.folded.get(label, 1), local)
         inner = _Frame((*self.axes, axis), left, self.folded)
         device_operands, device_in_axes, arg_batches = _device_operands(operands, in_axes, axis)
@@ -337,7 +337,7 @@ class _Frame(Positions):
 
     def _unsupported(self, eqn) -> UnsupportedError:
         folded = sorted(self.folded_names(), key=str)
-        names = ", ".join(f"'{dialect.axis_label(name)}'" for name in folded)
+        names = ", ".join(f"'{axis_labels.axis_label(name)}'" for name in folded)
         return UnsupportedError(
             f"'{eqn.primitive.name}' holds a map or a collective over {names}, which is "
             "folded (its positions share devices), and pmapc cannot fold inside it; give "
@@ -418,7 +418,7 @@ def _split_or_refuse(size: int, devices_left: int, axis_name) -> tuple[int, int,
     step = folding.split(size, devices_left)
     if step is None:
         raise FoldError(
-            f"the map over '{dialect.axis_label(axis_name)}' has {size} positions, which "
+            f"the map over '{axis_labels.axis_label(axis_name)}' has {size} positions, which "
             f"{devices_left} device(s) cannot share row-major (neither divides the other); "
             "fold onto a device count that divides the mesh axis by axis"
         )

@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from pmapc import collectives, dialect, folding
+from pmapc import axis_labels, collectives, folding
 from pmapc.collectives import Collective
 from pmapc.errors import ShapeError, UnsupportedError
 from pmapc.lowering import fold_ragged, jax_api, primitives
@@ -65,7 +65,7 @@ def _group(frame: Positions, eqn, collective: Collective | None) -> _Group:
         else:
             indices.append(index)
     if external and (collective is None or not collective.reduction):
-        labels = ", ".join(f"'{dialect.axis_label(n)}'" for n in external)
+        labels = ", ".join(f"'{axis_labels.axis_label(n)}'" for n in external)
         raise located(
             eqn,
             UnsupportedError(
@@ -87,7 +87,7 @@ def _checked_params(frame: Positions, eqn, collective: Collective):
     resolved = [frame.resolve(name) for name in jax_api.named_axes(eqn.params)]
     indices = [i for i in resolved if i is not None]
     if indices and len(indices) == len(resolved):  # (a jax.vmap's axes: no group to check)
-        labels = tuple(dialect.axis_label(frame.axes[i].name) for i in indices)
+        labels = tuple(axis_labels.axis_label(frame.axes[i].name) for i in indices)
         size = math.prod(frame.axes[i].size for i in indices)
         operands = [tuple(var.aval.shape) for var in eqn.invars]
         try:

@@ -19,7 +19,7 @@ import jax
 from jax.sharding import AbstractMesh, AxisType, NamedSharding, PartitionSpec
 from jax.sharding import Mesh as JaxMesh
 
-from pmapc import dialect, folding, layout
+from pmapc import axis_labels, folding, layout
 from pmapc.errors import AxisError, FoldError, SourceLoc, UnsupportedError
 from pmapc.layout import Chain
 from pmapc.lowering import fold, jax_api, jax_frames, mesh_devices, primitives
@@ -186,7 +186,7 @@ def _checked(folded: fold.Fold, jaxpr) -> fold.Fold:
 def _nest(jaxpr, axis_name: str, axis_size: int) -> tuple[Mesh, list[Chain]]:
     """The mesh of an outermost map over `axis_name` with body `jaxpr`, and the chain
     of each of its maps."""
-    outermost = ((dialect.axis_label(axis_name), axis_size),)
+    outermost = ((axis_labels.axis_label(axis_name), axis_size),)
     chains = [outermost]
     _find_chains(jaxpr.jaxpr, outermost, chains)
     try:
@@ -194,7 +194,7 @@ def _nest(jaxpr, axis_name: str, axis_size: int) -> tuple[Mesh, list[Chain]]:
     except ValueError:
         raise AxisError(
             "the maps nested in the map over "
-            f"'{dialect.axis_label(axis_name)}' have sizes that share no device "
+            f"'{axis_labels.axis_label(axis_name)}' have sizes that share no device "
             "layout (sibling maps whose sizes do not divide one another); make "
             "the sizes of sibling maps divide one another"
         ) from None
@@ -217,7 +217,8 @@ def _find_chains(jaxpr, scope: Chain, chains: list[Chain]) -> None:
     """Record the chain of every map in `jaxpr`, which runs in `scope`."""
     for eqn in jaxpr.eqns:
         if eqn.primitive is primitives.map_p:
-            chain = (*scope, (dialect.axis_label(eqn.params["axis_name"]), eqn.params["axis_size"]))
+            label = axis_labels.axis_label(eqn.params["axis_name"])
+            chain = (*scope, (label, eqn.params["axis_size"]))
             chains.append(chain)
             _find_chains(eqn.params["jaxpr"].jaxpr, chain, chains)
             continue

@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from pmapc import collectives, dialect, hlo, ir, shapes
+from pmapc import axis_labels, collectives, dialect, hlo, ir, shapes
 from pmapc.collectives import Collective
 from pmapc.errors import ArgumentError, AxisError, PmapcError, SourceLoc, UnsupportedError
 from pmapc.lowering import jax_api, jax_frames, jax_lowering
@@ -121,7 +121,7 @@ jax_api.register_identity_rules(predicated_p)
 
 def _predicated_to_pmapc_ir(ctx, *operands, kind, axes):
     b = unobserved(ir.current_insertion_point(), ir.current_location())
-    labels = tuple(dialect.axis_label(axis) for axis in axes)
+    labels = tuple(axis_labels.axis_label(axis) for axis in axes)
     result_types = [jax_lowering.ir_type_of(ctx, aval) for aval in ctx.avals_out]
     return dialect.create_predicated_note(b, _flatten(operands), result_types, kind, labels).results
 
@@ -143,7 +143,7 @@ def _map_to_pmapc_ir(
         "called_computations": ir.array_attr([ir.symbol_ref_attr(callee)]),
     }
     attributes.update(
-        dialect.map_config(dialect.axis_label(axis_name), axis_size, in_axes, out_axes, fold)
+        dialect.map_config(axis_labels.axis_label(axis_name), axis_size, in_axes, out_axes, fold)
     )
     b = unobserved(ir.current_insertion_point(), ir.current_location())
     return b.create(dialect.CUSTOM_CALL, _flatten(operands), result_types, attributes).results
@@ -158,7 +158,7 @@ def axes_of(params) -> tuple[tuple[str, ...], tuple[int, ...]]:
     names = params["axes"] if "axes" in params else params["axis_name"]
     names = names if isinstance(names, (tuple, list)) else (names,)
     positional = tuple(n for n in names if isinstance(n, int) and not isinstance(n, bool))
-    named = tuple(dialect.axis_label(n) for n in names if n not in positional)
+    named = tuple(axis_labels.axis_label(n) for n in names if n not in positional)
     if len(set(named)) != len(named):
         repeated = next(n for n in named if named.count(n) > 1)
         # JAX raises a ValueError for a repeated axis; ArgumentError is one.
@@ -345,7 +345,7 @@ def _refusal(eqn, bound_axes: frozenset, lowered: frozenset) -> UnsupportedError
     axes = [name for name in jax_api.named_axes(eqn.params) if name in bound_axes]
     if not axes:
         return None
-    named = ", ".join(f"'{dialect.axis_label(name)}'" for name in axes)
+    named = ", ".join(f"'{axis_labels.axis_label(name)}'" for name in axes)
     name = eqn.primitive.name
     advice = _ALTERNATIVES.get(name, COLLECTIVES_PMAPC_LOWERS)
     return UnsupportedError(f"'{name}' over {named} is not supported inside pmapc.pmap; {advice}")

@@ -20,7 +20,7 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
-from pmapc import collectives, dialect, ir, shapes
+from pmapc import axis_labels, collectives, dialect, ir, shapes
 from pmapc.errors import (
     ArgumentError,
     AxisError,
@@ -525,7 +525,7 @@ def collective_shape_error(refused: jax_frames.RefusedShape) -> ShapeError | Non
     if not all(name in sizes for name in refused.axis_name):
         return None
     collective = collectives.BY_KIND[refused.kind]
-    labels = tuple(dialect.axis_label(name) for name in refused.axis_name)
+    labels = tuple(axis_labels.axis_label(name) for name in refused.axis_name)
     size = math.prod(sizes[name] for name in refused.axis_name)
     params = collective.params_type(**refused.params)
     try:
@@ -547,7 +547,7 @@ def index_groups_error(refused: jax_frames.RefusedIndexGroups) -> ShapeError | N
     groups = collectives.index_groups_from_jax(refused.index_groups)
     if groups is None:
         return None
-    labels = tuple(dialect.axis_label(name) for name in names)
+    labels = tuple(axis_labels.axis_label(name) for name in names)
     where = shapes.describe_axes(labels, size, groups)
     try:
         shapes.check_index_groups(refused.function, groups, where, size, equal_sizes=False)

@@ -41,36 +41,37 @@ class FoldReshapesPass:
 
     def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
         changed = False
-        left: dict[int, ir.Operation] = {}  # op key -> each reshape not folded away
+        left = []  # the reshapes not dropped
         # (The index is the IR's as the pass began, in pre-order: a reshape's
         # producer comes before it.)
         for op in index_of(module, analyses).ops(RESHAPE):
-            changed |= fold_reshape(op, left, rewriter)
-        # No reshape's operand is a reshape's result now.
-        squeezes = [op for op in left.values() if is_squeeze(op)]
+            producer = patterns.defining_op(op.operands[0])
+            if producer is not None and producer.name == RESHAPE:
+                rewriter.set_operand(op, 0, producer.operands[0])  # the chain's source
+                changed = True
+            if drop_if_identity(op, rewriter):
+                changed = True
+            else:
+                left.append(op)
+        # No reshape's operand is a reshape's result now; one no op uses is nothing.
+        squeezes = []
+        for op in left:
+            if not list(op.results[0].uses):
+                rewriter.erase(op)
+                changed = True
+            elif is_squeeze(op):
+                squeezes.append(op)
         while squeezes:
             changed |= sink_squeeze(squeezes.pop(), squeezes, rewriter)
         return changed
 
 
-def fold_reshape(op: ir.Operation, left: dict[int, ir.Operation], rewriter: Rewriter) -> bool:
-    """Reshape the source of a reshape chain directly; drop reshapes to the same type;
-    `left` holds the reshapes visited and not erased. Whether it changed anything."""
-    source = op.operands[0]
-    producer = patterns.defining_op(source)
-    changed = False
-    if producer is not None and producer.name == RESHAPE:
-        source = producer.operands[0]
-        rewriter.set_operand(op, 0, source)
-        if not list(producer.results[0].uses):
-            del left[ir.op_key(producer)]
-            rewriter.erase(producer)
-        changed = True
-    if source.type == op.results[0].type:
-        rewriter.replace(op, [source])
-        return True
-    left[ir.op_key(op)] = op
-    return changed
+def drop_if_identity(op: ir.Operation, rewriter: Rewriter) -> bool:
+    """Drop a reshape to its operand's type; whether it did."""
+    if op.operands[0].type != op.results[0].type:
+        return False
+    rewriter.replace(op, [op.operands[0]])
+    return True
 
 
 def is_squeeze(op: ir.Operation) -> bool:
@@ -92,11 +93,12 @@ def sink_squeeze(squeeze: ir.Operation, squeezes: list[ir.Operation], rewriter: 
     here but `squeeze`: a reshape erased undoes `squeeze`, so it is no squeeze."""
     block, small = squeeze.operands[0], squeeze.results[0]
     changed = False
-    for user in {ir.op_key(op): op for op, _ in ir.uses_of(small)}.values():
+    for user, index in ir.uses_of(small):
+        if user.operands[index] != small:
+            continue  # a use of an op that moved the squeeze below it already
         if user.name == RESHAPE:  # a chain: `user` reshapes `block`, or is nothing
             rewriter.set_operand(user, 0, block)
-            if user.results[0].type == block.type:
-                rewriter.replace(user, [block])
+            drop_if_identity(user, rewriter)
             changed = True
         elif _passes(user, small, block.type):
             squeezes.append(_lift(user, small, block, rewriter))

@@ -14,10 +14,8 @@ the mesh in `pmapc.split`.
 from __future__ import annotations
 
 import dataclasses
-import enum
 import functools
 import math
-import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -41,47 +39,6 @@ TYPED_FFI_API_VERSION = 4
 # The most devices a mesh may have: XLA numbers devices with 32-bit ids (replica
 # groups, source-target pairs, `replica_id`), 0 .. 2^31 - 1.
 MAX_DEVICES = 2**31
-
-
-def axis_label(name) -> str:
-    """An axis name as the IR writes it: a string as it is, an enum member as
-    `Type.MEMBER`, any other hashable (a tuple of strings, ...) as its type and repr.
-
-    Distinct names get distinct labels and equal names the same one (names are
-    told apart by equality and hash, as JAX does, not by their text): a name whose
-    text another name took first gets `#2`, `#3`, ... after it. The label is also
-    the axis's name in the `jax.sharding.Mesh` a program runs on, and JAX 0.11+
-    cannot compile a mesh whose axis names hold a single quote (Shardy drops its
-    sharding attributes), so a repr's quotes become double quotes.
-    """
-    if isinstance(name, str):
-        return name
-    with _LABELS_LOCK:
-        label = _LABELS.get(name)
-        if label is None:
-            label = _LABELS[name] = _unique(_text_of(name))
-    return label
-
-
-def _text_of(name) -> str:
-    if isinstance(name, enum.Enum):
-        return f"{type(name).__name__}.{name.name}"
-    return f"{type(name).__name__}:{name!r}".replace("'", '"')
-
-
-def _unique(text: str) -> str:
-    taken = set(_LABELS.values())
-    label, count = text, 1
-    while label in taken:
-        count += 1
-        label = f"{text}#{count}"
-    return label
-
-
-# The label of every non-string axis name seen in this process (kept: a label must
-# stay the same for as long as its IR or mesh may be in use).
-_LABELS: dict[object, str] = {}
-_LABELS_LOCK = threading.Lock()
 
 
 def error_at(op: ir.Operation, message: str, category: Category = Category.IR) -> DiagnosticError:
