@@ -10,8 +10,9 @@ and single all_reduces that use it, which then compute on the block as it came:
 squeeze of a value of `x`'s shape, a broadcast scalar or a splat constant (the
 same at every position, made in `x`'s shape). Where the squeeze meets a reshape
 that gives the dimensions back, both go, and the program computes on its blocks
-as `jax.shard_map`'s body does: XLA compiles a tiny nest's module without them
-0.4-0.7 ms sooner (of 40). A squeeze that meets neither stays where it is.
+as `jax.shard_map`'s body does (XLA compiled a tiny nest's module without them
+0.4-1.1 ms sooner, of 40, compiled alone; benchmarks/README). A squeeze that
+meets neither stays where it is.
 
 In the default pipeline MLIR's canonicalize and cse follow it (the named
 pipeline `simplify`, compiler/pipeline.py): they share equal constants and
@@ -27,7 +28,7 @@ from pmapc import hlo, ir
 from pmapc.passes import patterns
 from pmapc.passes.base import Analyses, Analysis
 from pmapc.passes.op_index import index_of, op_index
-from pmapc.rewriter import Builder, Rewriter
+from pmapc.rewriter import Rewriter
 
 RESHAPE = "stablehlo.reshape"
 
@@ -115,7 +116,7 @@ def _passes(op: ir.Operation, small: ir.Value, big: ir.Type) -> bool:
         return False
     shape = ir.shape_of(big)
     return all(
-        v == small or _squeezed_from(v, shape) is not None or _fill(v) is not None
+        v == small or _squeezed_from(v, shape) is not None or patterns.fill_of(v) is not None
         for v in op.operands
     )
 
@@ -134,9 +135,9 @@ def _lift(op: ir.Operation, small: ir.Value, block: ir.Value, rewriter: Rewriter
         if value == small:
             lifted = block
         else:
-            lifted = _squeezed_from(value, shape) or _fill_like(b, value, shape)
+            lifted = _squeezed_from(value, shape) or patterns.fill_like(b, value, shape)
         rewriter.set_operand(op, index, lifted)
-        filled = _fill(value) if lifted != value else None
+        filled = patterns.fill_of(value) if lifted != value else None
         if filled is not None:  # (a squeeze goes when its turn in `squeezes` comes)
             patterns.erase_if_unused(filled, rewriter)
     rewriter.set_result_type(op, 0, ir.tensor_type(shape, ir.element_type_of(result.type)))
@@ -150,28 +151,3 @@ def _squeezed_from(value: ir.Value, shape: tuple[int, ...]) -> ir.Value | None:
         return None
     source = producer.operands[0]
     return source if ir.shape_of(source.type) == shape else None
-
-
-def _fill(value: ir.Value) -> ir.Operation | None:
-    """The op that makes `value` the same at every position: a broadcast scalar or a
-    splat constant; else None."""
-    producer = patterns.defining_op(value)
-    if producer is None:
-        return None
-    if producer.name == "stablehlo.broadcast_in_dim":
-        return producer if not ir.shape_of(producer.operands[0].type) else None
-    if producer.name == "stablehlo.constant":
-        return producer if ir.splat_value(producer.attributes["value"]) is not None else None
-    return None
-
-
-def _fill_like(b: Builder, value: ir.Value, shape: tuple[int, ...]) -> ir.Value:
-    """A filled `value` (see `_fill`) in `shape`."""
-    producer = _fill(value)
-    assert producer is not None, "_passes admits a filled operand only"
-    type_ = ir.tensor_type(shape, ir.element_type_of(value.type))
-    if producer.name == "stablehlo.broadcast_in_dim":
-        return hlo.broadcast_scalar(b, producer.operands[0], type_)
-    splat = ir.splat_value(producer.attributes["value"])
-    assert splat is not None
-    return hlo.constant(b, ir.splat_attr(type_, splat), type_)

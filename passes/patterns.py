@@ -1,17 +1,18 @@
 """Small matchers and clean-ups shared by the optimization passes.
 
 Several passes recognize what flatten-maps produced: slices at the device's
-own coordinate, untiled all_gathers over one axis, and chains of reshapes
-that only add or remove unit dimensions. The rest erases what a rewrite left
+own coordinate, untiled all_gathers over one axis, chains of reshapes that
+only add or remove unit dimensions, and values filled with one element (made
+again in another shape when a rewrite moves an op). The rest erases what a rewrite left
 unused, and repeats a sweep of rewrites until it changes nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
-from pmapc import collectives, dialect, ir
-from pmapc.rewriter import Rewriter
+from pmapc import collectives, dialect, hlo, ir
+from pmapc.rewriter import Builder, Rewriter
 
 
 def defining_op(value: ir.Value) -> ir.Operation | None:
@@ -106,6 +107,31 @@ def untiled_gather(value: ir.Value, views: dialect.Views) -> tuple[ir.Operation,
     ):
         return None
     return op, view.axes[0], params.all_gather_dimension
+
+
+def fill_of(value: ir.Value) -> ir.Operation | None:
+    """The op that makes `value` the same at every position: a broadcast scalar or a
+    splat constant; else None."""
+    producer = defining_op(value)
+    if producer is None:
+        return None
+    if producer.name == "stablehlo.broadcast_in_dim":
+        return producer if not ir.shape_of(producer.operands[0].type) else None
+    if producer.name == "stablehlo.constant":
+        return producer if ir.splat_value(producer.attributes["value"]) is not None else None
+    return None
+
+
+def fill_like(b: Builder, value: ir.Value, shape: Sequence[int]) -> ir.Value:
+    """A filled `value` (see `fill_of`) made again in `shape`."""
+    producer = fill_of(value)
+    assert producer is not None, "fill_like takes a filled value"
+    type_ = ir.tensor_type(shape, ir.element_type_of(value.type))
+    if producer.name == "stablehlo.broadcast_in_dim":
+        return hlo.broadcast_scalar(b, producer.operands[0], type_)
+    splat = ir.splat_value(producer.attributes["value"])
+    assert splat is not None
+    return hlo.constant(b, ir.splat_attr(type_, splat), type_)
 
 
 def erase_if_unused(op: ir.Operation | None, rewriter: Rewriter) -> None:

@@ -27,7 +27,7 @@ from pmapc import collectives, dialect, hlo, ir
 from pmapc.passes import patterns
 from pmapc.passes.base import Analyses, Analysis, Form
 from pmapc.passes.op_index import index_of, op_index
-from pmapc.rewriter import Builder, Rewriter
+from pmapc.rewriter import Rewriter
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,7 +141,8 @@ def push_below_elementwise(
     block = gather.operands[0]
     b = rewriter.before(op)
     operands = [
-        block if i == position else uniform_like(b, v, block) for i, v in enumerate(op.operands)
+        block if i == position else patterns.fill_like(b, v, ir.shape_of(block.type))
+        for i, v in enumerate(op.operands)
     ]
     result_type = ir.tensor_type(ir.shape_of(block.type), ir.element_type_of(op.results[0].type))
     attributes = ir.attributes_of(op)
@@ -191,29 +192,12 @@ def is_uniform(value: ir.Value) -> bool:
     argument of @main: the same at every position and on every device (an
     `axis_index`, say, is not). A scalar argument of @main has no dimension to
     split; `jax.jit` passes a map's float literals as such (lowering/structure.py)."""
-    producer = patterns.defining_op(value)
-    if producer is not None and producer.name == "stablehlo.broadcast_in_dim":
-        scalar = producer.operands[0]
-        if ir.shape_of(scalar.type):
-            return False
-        argument = ir.entry_argument(scalar)
-        if argument is not None and argument[0] == "main":
-            return True
-        producer = patterns.defining_op(scalar)
-    return (
-        producer is not None
-        and producer.name == "stablehlo.constant"
-        and (ir.splat_value(producer.attributes["value"]) is not None)
-    )
-
-
-def uniform_like(b: Builder, value: ir.Value, block: ir.Value) -> ir.Value:
-    """A uniform `value` (see is_uniform) shaped like `block`."""
-    producer = patterns.defining_op(value)
-    assert producer is not None, "a uniform value has a defining op"
-    result_type = ir.tensor_type(ir.shape_of(block.type), ir.element_type_of(value.type))
-    if producer.name == "stablehlo.broadcast_in_dim":
-        return hlo.broadcast_scalar(b, producer.operands[0], result_type)
-    splat = ir.splat_value(producer.attributes["value"])
-    assert splat is not None, "a uniform constant is a splat"
-    return hlo.constant(b, ir.splat_attr(result_type, splat), result_type)
+    fill = patterns.fill_of(value)
+    if fill is None or fill.name == "stablehlo.constant":
+        return fill is not None
+    scalar = fill.operands[0]
+    argument = ir.entry_argument(scalar)
+    if argument is not None and argument[0] == "main":
+        return True
+    constant = patterns.fill_of(scalar)
+    return constant is not None and constant.name == "stablehlo.constant"
