@@ -70,6 +70,7 @@ CANONICALIZE = UpstreamPass("canonicalize", "canonicalize{region-simplify=disabl
 SIMPLIFY: tuple[Element, ...] = (FoldReshapesPass(), CANONICALIZE, UpstreamPass("cse", "cse"))
 
 
+@functools.cache  # its passes are options only, so one pipeline serves every map
 def embedded_pipeline(ragged: RaggedForm) -> tuple[Element, ...]:
     """The pipeline of a map inside `jax.jit` (compiler/embed.py): `pmapc-to-stablehlo`
     for the partition form, groups as device ids, without MLIR's canonicalize and

@@ -75,7 +75,7 @@ class FlattenMapsPass:
             for entry in dialect.map_fold(op)
         ]
         _Flattener(module, nesting, layout, self.split_entry, views, rewriter).run()
-        dialect.write_mesh(module, layout.mesh, tuple(dict(folded).items()))
+        views.write_mesh(module, layout.mesh, tuple(dict(folded).items()))
         return True
 
 

@@ -177,22 +177,27 @@ def repeat_until_unchanged(sweep: Callable[[], bool]) -> bool:
 
 class Splits:
     """The `pmapc.split` of each argument (kind="arg") or result (kind="res") of
-    @main, read once; `write` sets those that changed in one edit."""
+    @main, read once, when first asked (where nothing can be split further, not
+    at all), with their ranks from @main's type as the pass found it (a pass sets
+    the new type when done); `write` sets those that changed in one edit."""
 
-    def __init__(self, kind: str, splits: list[list[list[str]]]) -> None:
+    def __init__(self, main: ir.Operation, kind: str) -> None:
+        self.main = main
         self.kind = kind
-        self.splits = splits
+        self._splits: list[list[list[str]]] | None = None
         self.changed: set[int] = set()
 
-    @classmethod
-    def of(cls, main: ir.Operation, kind: str) -> Splits:
-        types = ir.function_type(main).inputs if kind == "arg" else ir.function_type(main).results
-        attrs = ir.arg_attr_column(main, kind, dialect.SPLIT_ATTR)
-        splits = [
-            [list(axes) for axes in dialect.read_split(attr, len(ir.shape_of(type_)))]
-            for attr, type_ in zip(attrs, types)
-        ]
-        return cls(kind, splits)
+    @property
+    def splits(self) -> list[list[list[str]]]:
+        if self._splits is None:
+            function_type = ir.function_type(self.main)
+            types = function_type.inputs if self.kind == "arg" else function_type.results
+            attrs = ir.arg_attr_column(self.main, self.kind, dialect.SPLIT_ATTR)
+            self._splits = [
+                [list(axes) for axes in dialect.read_split(attr, len(ir.shape_of(type_)))]
+                for attr, type_ in zip(attrs, types)
+            ]
+        return self._splits
 
     def split_over(self, index: int, dim: int, axis: str) -> bool:
         """Split dimension `dim` of `index` over `axis` too; False if it already is
@@ -204,6 +209,6 @@ class Splits:
         self.changed.add(index)
         return True
 
-    def write(self, main: ir.Operation) -> None:
+    def write(self) -> None:
         values = {index: dialect.split_attr(self.splits[index]) for index in self.changed}
-        ir.set_arg_attr_column(main, self.kind, dialect.SPLIT_ATTR, values)
+        ir.set_arg_attr_column(self.main, self.kind, dialect.SPLIT_ATTR, values)

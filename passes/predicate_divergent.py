@@ -48,10 +48,10 @@ from pmapc import variance_rules as rules
 from pmapc.collectives import ReductionParams
 from pmapc.errors import Category, Diagnostic, DiagnosticError
 from pmapc.passes.base import Analyses, Analysis, Form
-from pmapc.passes.variance import BRANCHES, Axes, Variance, predicate_of, varying_axes
+from pmapc.passes.op_index import index_of, op_index
+from pmapc.passes.variance import Axes, Variance, predicate_of, varying_axes
 from pmapc.rewriter import Builder, Rewriter
 
-CONTROL_FLOW = BRANCHES | {"stablehlo.while"}
 SIDE_EFFECT_ATTR = "has_side_effect"
 
 
@@ -61,20 +61,22 @@ class PredicateDivergentPass:
 
     name: ClassVar[str] = "predicate-divergent"
     accepts: ClassVar[Form] = Form.FLATTENED
-    reads: ClassVar[tuple[Analysis, ...]] = ()
+    reads: ClassVar[tuple[Analysis, ...]] = (op_index,)
 
     def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
-        functions = ir.functions(module)
-        found = ir.walk(module.operation, CONTROL_FLOW | {dialect.CUSTOM_CALL})
-        control_flow = [op for op in found if op.name in CONTROL_FLOW]
-        notes = [op for op in found if dialect.is_predicated_note(op)]
+        index = index_of(module, analyses)
+        notes = [op for op in index.ops(dialect.CUSTOM_CALL) if dialect.is_predicated_note(op)]
+        control_flow = index.ops(hlo.CONTROL_FLOW)
         changed = _record_notes(notes, module, rewriter)
+        if not control_flow:
+            return changed  # no branch or loop: nothing can diverge
+        functions = ir.functions(module)
         every_axis = frozenset(analyses.views.mesh_of(module).axis_names)
         if not _talking(control_flow, every_axis, functions):
             return changed  # no collective under control flow: nothing can diverge
         while True:
             variance = varying_axes(module)
-            control_flow = ir.walk(module.operation, CONTROL_FLOW)
+            control_flow = ir.walk(module.operation, hlo.CONTROL_FLOW)
             found = _first_divergent(_talking(control_flow, every_axis, functions), variance)
             if found is None:
                 return changed

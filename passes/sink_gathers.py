@@ -41,13 +41,19 @@ class SinkGathersPass:
     def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
         if analyses.views.read_mesh(module) is None:
             return False
+        views = analyses.views
+        gathers = [
+            op
+            for op in index_of(module, analyses).ops(dialect.CUSTOM_CALL, "main")
+            if views.collective_of(op) is collectives.ALL_GATHER
+        ]
+        if not gathers:
+            return False  # what it moves and returns split are @main's gathers
         main = ir.functions(module)["main"]
         block = ir.function_entry_block(main)
         returned = ir.terminator(block)
-        custom_calls = index_of(module, analyses).ops(dialect.CUSTOM_CALL, "main")
-        views = analyses.views
-        moved = push_gathers_down(custom_calls, views, rewriter)
-        splits = patterns.Splits.of(main, "res")
+        moved = push_gathers_down(gathers, views, rewriter)
+        splits = patterns.Splits(main, "res")
         sunk = patterns.repeat_until_unchanged(
             lambda: sink_results(returned, splits, views, rewriter)
         )
@@ -56,7 +62,7 @@ class SinkGathersPass:
             ir.set_function_type(
                 main, [a.type for a in block.arguments], [v.type for v in returned.operands]
             )
-            splits.write(main)
+            splits.write()
         return changed
 
 
@@ -98,11 +104,11 @@ def sink_result(
 
 
 def push_gathers_down(
-    custom_calls: list[ir.Operation], views: dialect.Views, rewriter: Rewriter
+    gathers: list[ir.Operation], views: dialect.Views, rewriter: Rewriter
 ) -> bool:
-    """Move every untiled gather (of @main's `custom_calls`) below the elementwise ops
-    and reductions it can pass."""
-    pending = [op for op in custom_calls if views.collective_of(op) is collectives.ALL_GATHER]
+    """Move every untiled gather of `gathers` (@main's all_gathers) below the
+    elementwise ops and reductions it can pass."""
+    pending = list(gathers)
     changed = False
     while pending:
         gather = pending.pop()

@@ -19,6 +19,7 @@ from pmapc import dialect, hlo, ir
 from pmapc.mesh import Mesh
 from pmapc.passes import patterns
 from pmapc.passes.base import Analyses, Analysis, Form
+from pmapc.passes.op_index import index_of, op_index
 from pmapc.rewriter import Rewriter
 
 
@@ -28,15 +29,15 @@ class SinkSlicesPass:
 
     name: ClassVar[str] = "sink-slices"
     accepts: ClassVar[Form] = Form.FLATTENED
-    reads: ClassVar[tuple[Analysis, ...]] = ()
+    reads: ClassVar[tuple[Analysis, ...]] = (op_index,)
 
     def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
         views = analyses.views
         mesh = views.read_mesh(module)
-        if mesh is None:
-            return False
+        if mesh is None or not index_of(module, analyses).ops("stablehlo.dynamic_slice", "main"):
+            return False  # no mesh, or no slice of an argument in @main
         main = ir.functions(module)["main"]
-        splits = patterns.Splits.of(main, "arg")
+        splits = patterns.Splits(main, "arg")
         changed = patterns.repeat_until_unchanged(
             lambda: sink_arguments(main, splits, mesh, views, rewriter)
         )
@@ -45,7 +46,7 @@ class SinkSlicesPass:
             ir.set_function_type(
                 main, [a.type for a in block.arguments], ir.function_type(main).results
             )
-            splits.write(main)
+            splits.write()
         return changed
 
 

@@ -31,14 +31,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pmapc import dialect, ir
+from pmapc import dialect, hlo, ir
 from pmapc import variance_rules as rules
 from pmapc.mesh import Mesh
 
 Axes = frozenset[str]
 UNIFORM: Axes = frozenset()
-
-BRANCHES = frozenset({"stablehlo.case", "stablehlo.if"})
 
 
 class Variance:
@@ -145,7 +143,7 @@ class _Analysis:
         name = op.name
         if name == "stablehlo.while":
             results = self._while(op)
-        elif name in BRANCHES:
+        elif name in hlo.BRANCHES:
             results = self._branches(op)
         elif name == "func.call":
             results = self._call(op)

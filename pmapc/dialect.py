@@ -156,6 +156,12 @@ class Views:
             self._meshes[attr] = mesh
         return self._meshes[attr]
 
+    def write_mesh(
+        self, module: ir.Module, mesh: Mesh, folded: Sequence[tuple[str, int]] = ()
+    ) -> None:
+        """`write_mesh(module, mesh, folded)`, whose mesh is then known unread."""
+        self._meshes[write_mesh(module, mesh, folded)] = mesh
+
     def mesh_of(self, module: ir.Module) -> Mesh:
         """`mesh_of(module)`."""
         mesh = self.read_mesh(module)
@@ -546,15 +552,20 @@ def mesh_of(module: ir.Module) -> Mesh:
     return mesh if mesh is not None else Mesh((), ())
 
 
-def write_mesh(module: ir.Module, mesh: Mesh, folded: Sequence[tuple[str, int]] = ()) -> None:
-    """Record the module's mesh, and the fold of a nest folded onto it (`FOLD`)."""
+def write_mesh(
+    module: ir.Module, mesh: Mesh, folded: Sequence[tuple[str, int]] = ()
+) -> ir.Attribute:
+    """Record the module's mesh, and the fold of a nest folded onto it (`FOLD`): the
+    attribute written."""
     config = {
         "axis_names": ir.array_attr([ir.string_attr(n) for n in mesh.axis_names]),
         "axis_sizes": ir.dense_i64_array_attr(mesh.axis_sizes),
     }
     if folded:
         config[FOLD] = fold_attr(folded)
-    module.operation.attributes[MESH_ATTR] = ir.dict_attr(config)
+    attr = ir.dict_attr(config)
+    module.operation.attributes[MESH_ATTR] = attr
+    return attr
 
 
 def fold_of(module: ir.Module) -> tuple[tuple[str, int], ...]:

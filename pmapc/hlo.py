@@ -52,6 +52,11 @@ def zeros(b: Builder, type_: ir.Type) -> ir.Value:
     return constant(b, ir.zero_attr(type_), type_)
 
 
+# StableHLO's control flow: the branches (a case's by index, an if's by a boolean)
+# and the loop.
+BRANCHES = frozenset({"stablehlo.case", "stablehlo.if"})
+CONTROL_FLOW = BRANCHES | {"stablehlo.while"}
+
 # The elementwise ops of one result whose operands and result have one shape: each
 # element of the result is a function of the elements at its position alone.
 ELEMENTWISE = frozenset(

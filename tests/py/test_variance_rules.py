@@ -33,10 +33,9 @@ from random_programs import (
 )
 
 import pmapc
-from pmapc import collectives, dialect, ir
+from pmapc import collectives, dialect, hlo, ir
 from pmapc import variance_rules as rules
 from pmapc.lowering import divergence
-from pmapc.passes.predicate_divergent import CONTROL_FLOW as IR_CONTROL_FLOW
 from pmapc.passes.variance import predicate_of, varying_axes
 
 # Programs with control flow to compare (about 0.1 s each); more with the variable.
@@ -59,7 +58,7 @@ def both_analyses(function, args, monkeypatch) -> tuple[list, list]:
     (traced,) = found
     jaxpr_side = [frozenset(names[depth] for depth in axes) for _, axes in traced]
     variance = varying_axes(module)
-    ir_side = [variance(predicate_of(op)) for op in ir.walk(module.operation, IR_CONTROL_FLOW)]
+    ir_side = [variance(predicate_of(op)) for op in ir.walk(module.operation, hlo.CONTROL_FLOW)]
     return jaxpr_side, ir_side
 
 
