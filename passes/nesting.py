@@ -52,12 +52,14 @@ class Nesting:
     """Every chain of maps in the program, and the mesh they share.
 
     `contents` holds what the analysis walked: each function reached from
-    `@main`, by name.
+    `@main`, by name; `views`, the maps and collectives it read, for the pass
+    that reads them again (flatten-maps).
     """
 
     chains: list[Chain] = dataclasses.field(default_factory=list)
     factors: tuple[int, ...] = ()
     contents: dict[str, Contents] = dataclasses.field(default_factory=dict)
+    views: dialect.Views = dataclasses.field(default_factory=dialect.Views, compare=False)
 
     @staticmethod
     def resolve(scope: Chain, name: str) -> int | None:
@@ -150,7 +152,7 @@ class _Walker:
         self.visit = visit
         self.views = views
         self.flattened = flattened  # the module has a mesh: no pmapc op may be left
-        self.nesting = Nesting()
+        self.nesting = Nesting(views=views)
         self.path: list[str] = []
         self.seen: set[tuple[str, Chain]] = set()
         # The collectives over devices found (StableHLO's, XLA's ragged op).
