@@ -10,8 +10,10 @@ import itertools
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+from jax._src import core as _core
 from jax._src import linear_util as _lu
 from jax._src import sharding_impls as _sharding_impls
+from jax._src import source_info_util as _source_info
 from jax._src.interpreters import mlir as _mlir_private
 from jax._src.shard_map import _shard_map_lowering
 from jax.interpreters import mlir as _mlir_public
@@ -58,18 +60,82 @@ def ir_type_of(ctx, aval):
 
 def lower_body(ctx, name: str, jaxpr: ClosedJaxpr) -> str:
     """Lower `jaxpr` to a private function of the module being built; its symbol."""
-    since_0_11: dict[str, Any] = {"out_avals": jaxpr.out_avals} if SINCE_0_11 else {}
-    func = _mlir_public.lower_jaxpr_to_fun(
-        ctx.module_context,
+    return ir.symbol_name(lower_function(ctx.module_context, name, jaxpr))
+
+
+def lower_function(module_context, name: str, closed: ClosedJaxpr, main: bool = False):
+    """`closed`, a jaxpr whose effects need no tokens, as a function of the module
+    `module_context` builds: `@main` (public) if `main`, else a private function
+    named `name` (made unique). What JAX's `lower_jaxpr_to_fun` makes of it, its
+    locations included, without that function's attributes of arguments and
+    results, shardings, layouts, memory kinds, donations and tokens, which it
+    works out for every function (0.4 ms of a new tiny nest's three); a module
+    that takes dimension variables (JAX's platform index, lowering for several
+    platforms at once) goes through JAX's."""
+    ctx = module_context
+    if ctx.shape_poly_state.dim_vars:
+        return jaxs_function(ctx, name, closed, main)
+    _mlir_private.check_jaxpr_constants(closed)
+    inputs = [_mlir_public.aval_to_ir_type(ctx, aval) for aval in closed.in_avals]
+    results = [_mlir_public.aval_to_ir_type(ctx, aval) for aval in closed.out_avals]
+    function, entry = ir.new_function(
+        "main" if main else name,
+        inputs,
+        results,
+        public=main,
+        loc=ir.current_location(),
+        ip=ctx.ip,
+    )
+    ctx.symbol_table.insert(function)
+    # The main function's name stack and traceback head every location in it, as
+    # in JAX's: it has no caller.
+    name_stack = _source_info.new_name_stack(name) if main else _source_info.new_name_stack()
+    traceback = _source_info.current().traceback if main else None
+    loc = _mlir_private.source_info_to_location(ctx, None, name_stack, traceback)
+    jaxpr = closed.jaxpr
+    with ir.InsertionPoint(entry), loc:
+        const_lowering: dict[tuple[int, Any], Any] = {
+            (id(value), aval): _mlir_public.ir_constant(value, aval=aval)
+            for value, aval in _core.jaxpr_const_args(jaxpr)
+        }
+        constants = {
+            id(value): _mlir_public.ir_constant(value, aval=var.aval)
+            for value, var in zip(closed.consts, jaxpr.constvars)
+        }
+        outputs, _ = _mlir_private.jaxpr_subcomp(
+            ctx,
+            jaxpr,
+            name_stack,
+            _mlir_public.TokenSet.create([]),
+            [constants[id(value)] for value in closed.consts],
+            *entry.arguments,
+            dim_var_values=[],
+            const_lowering=const_lowering,
+            outer_traceback=traceback,
+        )
+        flat = [
+            v for output in outputs for v in (output if isinstance(output, tuple) else [output])
+        ]
+        ir.create_op("func.return", flat, [], loc=loc, ip=ir.current_insertion_point())
+    return function
+
+
+def jaxs_function(module_context, name: str, closed: ClosedJaxpr, main: bool = False):
+    """What `lower_function` makes, as JAX's `lower_jaxpr_to_fun` makes it."""
+    since_0_11: dict[str, Any] = {"out_avals": closed.out_avals} if SINCE_0_11 else {}
+    function = _mlir_public.lower_jaxpr_to_fun(
+        module_context,
         name,
-        jaxpr,
+        closed,
         effects=(),
         num_const_args=0,
-        in_avals=jaxpr.in_avals,
+        main_function=main,
+        in_avals=closed.in_avals,
         **since_0_11,
     )
-    func.attributes["sym_visibility"] = ir.string_attr("private")
-    return ir.symbol_name(func)
+    if not main:
+        function.attributes["sym_visibility"] = ir.string_attr("private")
+    return function
 
 
 def one_equation(primitive, params: dict, avals: list, traced_for: str) -> ClosedJaxpr:
@@ -135,9 +201,18 @@ def lower_inside(ctx, name: str, closed: ClosedJaxpr, override_rules) -> Lowered
     pass that lifts meshes into symbols, where a one-device function names none
     but the maximal sharding of a host callback, which pmapc drops: 0.2 ms)."""
     assert not closed.consts, "lower_inside takes a jaxpr without constants"
+    module_context = inner_module_context(ctx, override_rules)
+    with ir.building(module_context.module):
+        lower_function(module_context, name, closed, main=True)
+    return LoweredModule(module_context.module, tuple(module_context.host_callbacks))
+
+
+def inner_module_context(ctx, override_rules):
+    """A module context for a module of its own inside the lowering `ctx` is a rule
+    context of (`lower_inside`'s), lowering with `override_rules`."""
     enclosing = ctx.module_context
     platforms = enclosing.platforms
-    module_context = _mlir_private.ModuleContext(
+    return _mlir_private.ModuleContext(
         platforms=platforms,
         backend=enclosing.backend,
         axis_context=_sharding_impls.ShardingContext(1),
@@ -149,16 +224,3 @@ def lower_inside(ctx, name: str, closed: ClosedJaxpr, override_rules) -> Lowered
         traceback_caches=enclosing.traceback_caches,
         shape_poly_state=_mlir_private.ShapePolyLoweringState((), platforms),
     )
-    since_0_11: dict[str, Any] = {"out_avals": closed.out_avals} if SINCE_0_11 else {}
-    with ir.building(module_context.module):
-        _mlir_public.lower_jaxpr_to_fun(
-            module_context,
-            name,
-            closed,
-            effects=[],
-            num_const_args=0,
-            main_function=True,
-            in_avals=closed.in_avals,
-            **since_0_11,
-        )
-    return LoweredModule(module_context.module, tuple(module_context.host_callbacks))

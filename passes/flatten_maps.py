@@ -58,11 +58,12 @@ class FlattenMapsPass:
 
     def run(self, module: ir.Module, analyses: Analyses, rewriter: Rewriter) -> bool:
         # The checked nesting analysis: free after verify-axes, else checked here. The
-        # maps and collectives it read it reads again.
+        # maps and collectives it read are read again here and after.
         nesting = analyses.get(verified_nesting, module)
-        views = nesting.views
+        views = analyses.views
+        views.absorb(nesting.views)
         layout = nesting.layout()
-        if not layout.mesh.axis_names and analyses.views.read_mesh(module) is not None:
+        if not layout.mesh.axis_names and views.read_mesh(module) is not None:
             return False  # no map, and the mesh of a program flattened before
         # The op index of every function @main reaches, as the analysis walked them
         # (the others are erased): its keeper keeps it through the inlining below.
@@ -76,7 +77,7 @@ class FlattenMapsPass:
             for entry in dialect.map_fold(op)
         ]
         _Flattener(module, nesting, layout, self.split_entry, views, rewriter).run()
-        analyses.views.write_mesh(module, layout.mesh, tuple(dict(folded).items()))
+        views.write_mesh(module, layout.mesh, tuple(dict(folded).items()))
         return True
 
 

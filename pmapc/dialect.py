@@ -144,6 +144,13 @@ class Views:
         self._maps: dict[tuple, tuple] = {}
         self._meshes: dict[ir.Attribute, Mesh] = {}
 
+    def absorb(self, other: Views) -> None:
+        """What `other` (of the same context) has read, known here too."""
+        self._targets.update(other._targets)
+        self._collectives.update(other._collectives)
+        self._maps.update(other._maps)
+        self._meshes.update(other._meshes)
+
     def read_mesh(self, module: ir.Module) -> Mesh | None:
         """`read_mesh(module)`."""
         attributes = module.operation.attributes

@@ -92,6 +92,27 @@ def add_block(region: ir.Region, arg_types: Sequence[ir.Type]) -> ir.Block:
     return ir.Block.create_at_start(region, list(arg_types))
 
 
+def new_function(
+    name: str,
+    inputs: Sequence[ir.Type],
+    results: Sequence[ir.Type],
+    *,
+    public: bool,
+    loc: ir.Location,
+    ip: ir.InsertionPoint,
+) -> tuple[ir.Operation, ir.Block]:
+    """A `func.func` of that signature with an empty entry block (its arguments at
+    unknown locations), and that block."""
+    attributes = {
+        "sym_name": ir.StringAttr.get(name),
+        "function_type": ir.TypeAttr.get(ir.FunctionType.get(list(inputs), list(results))),
+        "sym_visibility": ir.StringAttr.get("public" if public else "private"),
+    }
+    function = create_op("func.func", [], [], attributes, loc=loc, ip=ip, regions=1)
+    unknown = [ir.Location.unknown()] * len(inputs)
+    return function, ir.Block.create_at_start(function.regions[0], list(inputs), unknown)
+
+
 def walk(op: ir.Operation, names: str | Collection[str] | None = None) -> list[ir.Operation]:
     """Every op nested inside `op` (not `op` itself), in pre-order, collected first;
     with `names` (e.g. "stablehlo.all_reduce", or a set of names), only those ops.

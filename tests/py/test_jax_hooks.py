@@ -11,6 +11,7 @@ import threading
 import traceback
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax import lax
@@ -468,6 +469,43 @@ def test_a_program_on_a_mesh_is_lowered_as_jaxs_shard_map_lowers_it():
     np.testing.assert_allclose(
         np.asarray(got), np.broadcast_to(2 * x.sum(1, keepdims=True), x.shape)
     )
+
+
+@pytest.mark.parametrize("main", [True, False], ids=["main", "private"])
+def test_a_function_is_lowered_as_jaxs_lower_jaxpr_to_fun_lowers_it(main):
+    """`jax_lowering.lower_function`, pmapc's builder of the functions of its IR, makes
+    the function JAX's `lower_jaxpr_to_fun` makes of the same jaxpr, locations
+    included: closed-over constants, a typed PRNG key, a call, several results."""
+    table = np.arange(3.0, dtype=np.float32)
+
+    @jax.jit
+    def inner(v):
+        return jnp.cumsum(v) * table
+
+    def f(v, key):
+        return inner(jnp.sin(v)) + table, jax.random.key_data(key), v.sum()
+
+    closed = jax.make_jaxpr(f)(np.ones(3, np.float32), jax.random.key(0))
+    assert closed.consts, "the jaxpr closes over the table"
+    texts = {}
+    probe = jax_api.Primitive("pmapc_test_functions")
+    probe.def_abstract_eval(lambda aval: aval)
+
+    def rule(ctx, operand):
+        for who, build in (
+            ("pmapc", jax_lowering.lower_function),
+            ("jax", jax_lowering.jaxs_function),
+        ):
+            module_context = jax_lowering.inner_module_context(ctx, ())
+            with ir.building(module_context.module):
+                build(module_context, "body", closed, main)
+            texts[who] = ir.print_module(module_context.module, debug_info=True)
+        return [operand]
+
+    jax_lowering.register_lowering(probe, rule, cacheable=False)
+    jax.jit(probe.bind).lower(np.ones(2, np.float32))
+    assert "loc(" in texts["pmapc"] and "test_jax_hooks.py" in texts["pmapc"]
+    assert texts["pmapc"] == texts["jax"]
 
 
 def test_a_map_inside_jit_is_rewritten_in_the_enclosing_lowerings_context(monkeypatch):
