@@ -17,11 +17,10 @@ the running release exports a name (`jax.extend.core`, `jax.interpreters.*`)
 and from the private ones otherwise. Each hook on JAX's implementation (frames
 read for messages, pmapc's directories among the frames JAX's traceback
 filtering hides, the all_to_all transpose rule, the jit inlining mode, tracing
-a body without a jit, the jaxpr surgery of a shared map; in jax_lowering.py, a
-map's module built in the enclosing lowering's context, its functions built as
-`lower_jaxpr_to_fun` builds them, a program put on a mesh by `shard_map`'s
-lowering rule, one equation's jaxpr built without a trace) has a test in
-tests/py/test_jax_hooks.py that fails on a release where it stops working.
+a body without a jit, the jaxpr surgery of a shared map; in jax_lowering.py, a map's
+module built in the enclosing lowering's context, its functions as `lower_jaxpr_to_fun`
+builds them, a program put on a mesh by `shard_map`'s rule, one equation's jaxpr built
+without a trace) has a test in tests/py/test_jax_hooks.py that fails where it breaks.
 """
 
 from __future__ import annotations
