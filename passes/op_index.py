@@ -2,16 +2,16 @@
 
 Walking a module from Python costs a microsecond or more per op, whatever the
 walk looks for, so the passes that look ops up by name (predicate-divergent
-the branches and loops, fold-gather-slice and sink-slices the slices, sink-gathers and
-lower-collectives the custom_calls, combine-all-reduces and the target passes
-the collectives, fold-reshapes the reshapes) share one walk through
-`Analyses`. It stays current through a pass that keeps it (its edits all go
-through its rewriter): `IndexKeeper` listens, takes each op built where it
-stands, drops each op erased and moves the ops of each body inlined
-(passes/base.py attaches it). flatten-maps provides the index
-of the program it flattens from the walks of the nesting analysis, and the
-keeper keeps it through the inlining; a pass that keeps it not drops it, and the
-next pass that needs it walks again.
+the branches and loops, fold-gather-slice and sink-slices the slices,
+sink-gathers and lower-collectives the custom_calls, combine-all-reduces and
+the target passes the collectives, fold-reshapes the reshapes) share one walk
+through `Analyses`. It stays current through a pass that keeps it (its edits
+all go through its rewriter): `IndexKeeper` listens, takes each op built where
+it stands, drops each op erased and moves the ops of each body inlined
+(passes/base.py attaches it). flatten-maps provides the index of the program
+it flattens from the walks of the nesting analysis, and the keeper keeps it
+through the inlining; a pass that keeps it not drops it, and the next pass that
+needs it walks again.
 """
 
 from __future__ import annotations
