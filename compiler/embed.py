@@ -363,7 +363,10 @@ class Literals:
         return cls(tuple((array.dtype.name, array.tobytes()) for array in arrays))
 
     def values(self) -> list[np.ndarray]:
-        return [np.frombuffer(data, jax.numpy.dtype(dtype))[0] for dtype, data in self.bits]
+        # Scalars, each (structure.py hoists no array): a reshape to () says so.
+        return [
+            np.frombuffer(data, jax.numpy.dtype(dtype)).reshape(()) for dtype, data in self.bits
+        ]
 
 
 @dataclasses.dataclass(eq=False)  # compared by identity, as a parameter

@@ -8,7 +8,7 @@ them compile to one per-device module but for that constant.
 
 `shared_map` tells the two apart. The floating-point literals of the map's
 bodies (the top-level equations of each nested map's body; not those of the
-jaxprs inside equations, a `jit`'s or a `cond`'s branches) become leading
+jaxprs inside equations, a `jit`'s or a `cond`'s branches), scalars all, become leading
 arguments of the outermost map, one per distinct value (its abstract value and
 bits), unmapped, passed down to the maps that use them. What is left is the
 map's *structure*, a hashable key that equal maps share:
@@ -22,7 +22,9 @@ map's *structure*, a hashable key that equal maps share:
   names) and its context;
 - the literals that stay, by value: integers and booleans index, size and
   select (a slice's start, a loop's bound, a mask), and pmapc's passes read
-  them as constants where a float is a value to compute with.
+  them as constants where a float is a value to compute with; and arrays, which
+  JAX writes as literals when `jax_use_simplified_jaxpr_constants` is on (the
+  default from jax 0.12.1): a captured array is data, not a sweep's constant.
 
 Equal keys give one per-device module, whose hoisted arguments the embedding
 replaces with constants of each program's values (compiler/embed.py `Literals`),
@@ -104,7 +106,7 @@ def _body(jaxpr, hoist: bool) -> tuple[Any, list[np.ndarray], tuple]:
             if not jax_structure.is_literal(atom):
                 operands.append(atom)
                 reads.append(numbers[atom])
-            elif hoist and jnp.issubdtype(atom.aval.dtype, jnp.floating):
+            elif hoist and _hoistable(atom):
                 position = hoisted.position(atom.aval, _literal_value(atom))
                 operands.append(hoisted.arguments[position])
                 reads.append(("hoisted", position))
@@ -218,6 +220,14 @@ def _hashable(value):
     except TypeError:
         raise _Unshared from None
     return value
+
+
+def _hoistable(atom) -> bool:
+    """Whether a literal becomes an argument: a floating-point scalar. An array
+    literal (a captured array, under `jax_use_simplified_jaxpr_constants`) stays,
+    by value: its bits are its program's, not a constant of a sweep."""
+    aval = atom.aval
+    return aval.shape == () and jnp.issubdtype(aval.dtype, jnp.floating)
 
 
 def _literal_value(atom) -> np.ndarray:

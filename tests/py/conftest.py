@@ -110,3 +110,23 @@ def pmapc_process() -> ChildProcess:
 def rng(request: pytest.FixtureRequest) -> np.random.Generator:
     """A random generator seeded from the test's id, so every test sees fixed data."""
     return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
+
+
+# JAX's flags that change what a trace holds. `jax_use_simplified_jaxpr_constants`
+# (on by default from jax 0.12.1, off before) writes a captured array into the
+# jaxpr as a literal instead of a constant of the closed jaxpr. Every admitted
+# release has it, and a user may set it either way.
+TRACE_FLAGS = ("jax_use_simplified_jaxpr_constants",)
+
+
+@pytest.fixture(params=[False, True], ids=["constants", "simplified-constants"])
+def jaxpr_constants(request: pytest.FixtureRequest):
+    """Runs the test once with `jax_use_simplified_jaxpr_constants` off and once on,
+    and gives the flag back as it was. Modules that trace captured constants (the
+    goldens, the shared-program sweeps, the structure and folding tests) use it on
+    every test (`pytestmark = pytest.mark.usefixtures("jaxpr_constants")`)."""
+    (flag,) = TRACE_FLAGS
+    before = getattr(jax.config, flag)
+    jax.config.update(flag, request.param)
+    yield request.param
+    jax.config.update(flag, before)

@@ -23,6 +23,9 @@ from pmapc import ir
 from pmapc.compiler import embed
 from pmapc.lowering import primitives, structure
 
+# Captured constants trace as literals or as constants (conftest.jaxpr_constants).
+pytestmark = pytest.mark.usefixtures("jaxpr_constants")
+
 X = np.arange(2 * 4 * 3, dtype=np.float32).reshape(2, 4, 3)
 
 

@@ -17,6 +17,9 @@ import pmapc
 from pmapc.compiler import embed
 from pmapc.lowering import primitives, structure
 
+# Captured constants trace as literals or as constants (conftest.jaxpr_constants).
+pytestmark = pytest.mark.usefixtures("jaxpr_constants")
+
 A = np.ones((4, 2, 3), np.float32)
 C = np.full((4, 2, 2), -0.0, np.float32)  # beta * C adds -0.0, which keeps alpha's sign
 

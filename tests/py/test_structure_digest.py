@@ -21,6 +21,9 @@ from jax.sharding import PartitionSpec as P
 import pmapc
 from pmapc.lowering import jax_api, jax_structure, primitives, structure, structure_digest
 
+# Captured constants trace as literals or as constants (conftest.jaxpr_constants).
+pytestmark = pytest.mark.usefixtures("jaxpr_constants")
+
 X = np.arange(24, dtype=np.float32).reshape(2, 4, 3)
 
 
@@ -81,6 +84,8 @@ OTHER_PROCESS = textwrap.dedent(
     sys.path.insert(0, sys.argv[1])
     import pmapc
     pmapc.use_host_devices(8)
+    import jax
+    jax.config.update("jax_use_simplified_jaxpr_constants", sys.argv[2] == "True")
     import test_structure_digest as t
     print(json.dumps({name: t.digest(body) for name, body in t.PROGRAMS.items()}))
     """
@@ -88,11 +93,11 @@ OTHER_PROCESS = textwrap.dedent(
 
 
 @pytest.mark.parametrize("seed", ["1", "2"])
-def test_another_process_computes_the_same_digest(seed):
+def test_another_process_computes_the_same_digest(seed, jaxpr_constants: bool):
     here = {name: digest(body) for name, body in PROGRAMS.items()}
     assert all(here.values())
     done = subprocess.run(
-        [sys.executable, "-c", OTHER_PROCESS, os.path.dirname(__file__)],
+        [sys.executable, "-c", OTHER_PROCESS, os.path.dirname(__file__), str(jaxpr_constants)],
         capture_output=True,
         text=True,
         check=False,
