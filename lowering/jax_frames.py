@@ -136,6 +136,25 @@ def refused_index_groups(error: Exception) -> RefusedIndexGroups | None:
     return None
 
 
+def called_with_index_groups(error: Exception) -> RefusedIndexGroups | None:
+    """The `jax.lax` collective the user called with `axis_index_groups`, if `error`
+    was raised inside that call (read from its frame): JAX may refuse groups there
+    before any check of its own reads them. From jax 0.12.1, `all_gather` over
+    groups of several sizes binds its primitive with a traced `axis_size` (its
+    `psum(1, ...)` is no longer a constant there), which `bind` refuses as an
+    unhashable parameter."""
+    tb = error.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_code.co_filename == _parallel.__file__:
+            groups = frame.f_locals.get("axis_index_groups")
+            if groups is None:
+                return None
+            return RefusedIndexGroups(frame.f_code.co_name, frame.f_locals.get("axis_name"), groups)
+        tb = tb.tb_next
+    return None
+
+
 @dataclasses.dataclass(frozen=True)
 class RefusedShape:
     """A collective's operand that JAX's check refused for its shape (a dimension its

@@ -508,10 +508,9 @@ def collective_error(error: Exception) -> ShapeError:
     groups or an operand shape that do not fit the call, in pmapc's words where pmapc's
     rules tell what is wrong (the axes, their size, the dimension and the fix), else
     JAX's first line."""
-    groups = jax_frames.refused_index_groups(error)
-    if groups is not None:
-        explained = index_groups_error(groups)
-    else:
+    groups = jax_frames.refused_index_groups(error) or jax_frames.called_with_index_groups(error)
+    explained = index_groups_error(groups) if groups is not None else None
+    if explained is None:
         shape = jax_frames.refused_shape(error)
         explained = collective_shape_error(shape) if shape is not None else None
     return explained or ShapeError(str(error).splitlines()[0])
@@ -537,7 +536,9 @@ def collective_shape_error(refused: jax_frames.RefusedShape) -> ShapeError | Non
 
 def index_groups_error(refused: jax_frames.RefusedIndexGroups) -> ShapeError | None:
     """pmapc's message for index groups JAX refused (naming the groups, the axes and
-    the fix), when the axes are the maps' (None for other axes, e.g. a jax.vmap's)."""
+    the fix), when the axes are the maps' and pmapc's rules for the called kind
+    refuse them too (None for other axes, e.g. a jax.vmap's, and for groups that
+    fit: JAX refused something else)."""
     sizes = dict(enclosing_axes())
     names = refused.axis_name
     names = tuple(names) if isinstance(names, (tuple, list)) else (names,)
@@ -549,8 +550,10 @@ def index_groups_error(refused: jax_frames.RefusedIndexGroups) -> ShapeError | N
         return None
     labels = tuple(axis_labels.axis_label(name) for name in names)
     where = shapes.describe_axes(labels, size, groups)
+    collective = collectives.BY_KIND.get(refused.function)
+    equal_sizes = collective is not None and not collective.reduction
     try:
-        shapes.check_index_groups(refused.function, groups, where, size, equal_sizes=False)
+        shapes.check_index_groups(refused.function, groups, where, size, equal_sizes=equal_sizes)
     except ShapeError as error:
         return error
     return None

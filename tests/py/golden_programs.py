@@ -46,6 +46,10 @@ class Program:
     # JAX 0.4.30's recorded gradient is wrong (a bug there, see the program's op):
     # the comparison checks the gradient by numerical differentiation instead.
     jax_gradient_wrong: bool = False
+    # A pmean over index groups of several sizes: (the result dimension the groups
+    # split, the groups). JAX 0.4.30 through 0.12.0.1 divide every group's sum by the
+    # first group's size, 0.12.1 by its own (oracle.running_jax_value).
+    pmean_groups: tuple[int, list[list[int]]] | None = None
 
 
 def seed_of(text: str) -> int:
@@ -145,13 +149,14 @@ def collective_program(
     *block: int,
     mode: str = "grad",
     inputs: Callable = small_ints,
+    pmean_groups: tuple[int, list[list[int]]] | None = None,
 ) -> Program:
     """`x * collective(x)` on every device: the gradient has a direct and a collective term."""
 
     def build(pmap):
         return nest(pmap, lambda x: x * collective(x), mesh)
 
-    return Program(name, build, inputs(*mesh_shape(mesh), *block), mode)
+    return Program(name, build, inputs(*mesh_shape(mesh), *block), mode, pmean_groups=pmean_groups)
 
 
 def gather_program(
@@ -490,13 +495,15 @@ def _index_group_programs() -> list[Program]:
         c("groups_grad_psum_model_data", MESH_2X4, grouped(psum, MD, CROSSED_8), 3),
         c("groups_grad_pmean_model_data", MESH_2X4, grouped(pmean, MD, OUTER_PAIRS_8), 3),
         c("groups_grad_psum_model_uneven", MESH_2X4, grouped(psum, "model", UNEVEN_4), 3),
-        # pmean divides by the first group's size (JAX's psum(1, ...)), also when uneven
+        # pmean divides by the first group's size (JAX's psum(1, ...)), also when uneven,
+        # until jax 0.12.1, which divides each group by its own size
         c(
             "groups_value_pmean_model_uneven",
             MESH_2X4,
             grouped(pmean, "model", UNEVEN_4),
             3,
             mode="value",
+            pmean_groups=(1, UNEVEN_4),
         ),
         c(
             "groups_value_pmax_model_data",

@@ -12,10 +12,12 @@ agree on every other axis, ordered row-major over the named axes in the order wr
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 
 import jax
 import numpy as np
+from jax import lax
 
 import pmapc  # conftest has set the CPU device count by the time a test imports this
 
@@ -157,3 +159,40 @@ def check_against_vmap(
         other = pmapc.lower(program, *args, **form).compile()(*args)
         assert_tree_equal(jax.tree_util.tree_map(np.asarray, other), expected, rtol=rtol, atol=atol)
     return actual
+
+
+# ----------------------------------------------------------------------------
+# What the running JAX means where its releases differ
+
+
+@functools.cache
+def jax_pmean_divisors(groups: tuple[tuple[int, ...], ...]) -> np.ndarray:
+    """For each axis index, what the running JAX's own single-level `jax.pmap` of
+    `pmean` over index `groups` divides that index's group sum by: the first group's
+    size in JAX 0.4.30 through 0.12.0.1 (its `psum(1, ...)` was that constant), the
+    index's own group's size from 0.12.1 on."""
+    count = sum(len(group) for group in groups)
+    pmean = jax.pmap(
+        lambda x: lax.pmean(x, "i", axis_index_groups=[list(group) for group in groups]),
+        axis_name="i",
+        devices=jax.devices()[:count],
+    )
+    means = np.asarray(pmean(np.ones(count, np.float32)))
+    sizes = np.empty(count, np.float32)
+    for group in groups:
+        sizes[list(group)] = len(group)
+    return sizes / means
+
+
+def running_jax_value(program, key: str, recorded: np.ndarray) -> np.ndarray:
+    """JAX 0.4.30's recorded array `key` of a golden `program`, as the running JAX
+    computes it: a value of a pmean over groups of several sizes (the program's
+    `pmean_groups`) rescaled from 0.4.30's divisor to the running release's."""
+    if program.pmean_groups is None or not key.startswith("out"):
+        return recorded
+    dimension, groups = program.pmean_groups
+    divisors = jax_pmean_divisors(tuple(tuple(group) for group in groups))
+    shape = [1] * recorded.ndim
+    shape[dimension] = divisors.size
+    scale = (len(groups[0]) / divisors).reshape(shape)
+    return (recorded * scale).astype(recorded.dtype)

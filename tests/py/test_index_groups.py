@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax import lax
+from oracle import jax_pmean_divisors
 
 import pmapc
 from pmapc import collectives, dialect, ir, shapes
@@ -297,8 +298,9 @@ def test_values_match_numpy(mesh, axes, index_groups):
 
 
 def test_uneven_all_reduces_match_numpy():
-    """All-reduces in groups of 1 and 3; pmean divides by the first group's size (JAX's
-    psum(1, ...) under index groups), as JAX 0.4.30 does."""
+    """All-reduces in groups of 1 and 3. pmean divides as the running JAX's own
+    `jax.pmap` does: by the first group's size in JAX 0.4.30 through 0.12.0.1 (its
+    psum(1, ...) under index groups), by each group's own size from 0.12.1 on."""
 
     def body(x):
         kw = dict(axis_index_groups=UNEVEN_4)
@@ -312,12 +314,13 @@ def test_uneven_all_reduces_match_numpy():
     x = np.random.default_rng(3).integers(-8, 9, (2, 4, 5)).astype(np.float32)
     psum, pmax, pmin, pmean = (np.asarray(r).reshape(8, 5) for r in nest(body, MESH_2X4)(x))
     blocks = x.reshape(8, 5)
+    divisors = jax_pmean_divisors(tuple(tuple(group) for group in UNEVEN_4))
     for device in range(8):
         mine = blocks[group_members(MESH_2X4, device, ("model",), UNEVEN_4)]
         np.testing.assert_allclose(psum[device], mine.sum(0))
         np.testing.assert_allclose(pmax[device], mine.max(0))
         np.testing.assert_allclose(pmin[device], mine.min(0))
-        np.testing.assert_allclose(pmean[device], mine.sum(0) / len(UNEVEN_4[0]))
+        np.testing.assert_allclose(pmean[device], mine.sum(0) / divisors[device % 4])
 
 
 def test_both_target_forms_run_index_groups(run_ir):
