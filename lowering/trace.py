@@ -367,11 +367,22 @@ def unsupported_call(error: Exception) -> PmapcError | None:
     if called is None:
         return None
     function, where = called
+    later = TRACED_FROM.get(function)
+    since = (
+        f"; JAX {'.'.join(map(str, later))} and later trace it"
+        if later is not None and jax_api.JAX_VERSION < later
+        else ""
+    )
     refused = UnsupportedError(
         f"jax.lax.{function} cannot be traced inside pmapc.pmap with JAX "
-        f"{jax.__version__} ({type(error).__name__} in JAX); {UNSUPPORTED_ADVICE}"
+        f"{jax.__version__} ({type(error).__name__} in JAX{since}); {UNSUPPORTED_ADVICE}"
     )
     return refused.at(SourceLoc(*where, 0)) if where is not None else refused
+
+
+# The first release whose JAX traces a call inside a map (outside shard_map) that
+# earlier admitted releases refuse: `all_gather(..., to=...)` asserts in 0.10 and 0.11.
+TRACED_FROM: dict[str, tuple[int, ...]] = {"all_gather": (0, 12)}
 
 
 # What to write instead of a collective JAX cannot trace in a map body.

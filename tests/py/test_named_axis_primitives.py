@@ -79,7 +79,13 @@ def test_psum_scatter_start_done_is_psum_scatter():
 # each against its synchronous form under nested jax.vmap.
 ASYNC = {
     "all_gather": (lambda y, p: p.all_gather_start(y, "model").done(), lax.all_gather),
-    "psum": (lambda y, p: p.psum_start(y, "model").done(), lax.psum),
+    # From 0.11 psum_start returns the sum itself outside shard_map, not a future.
+    "psum": (
+        lambda y, p: (
+            p.psum_start(y, "model") if jax_api.SINCE_0_11 else p.psum_start(y, "model").done()
+        ),
+        lax.psum,
+    ),
     "ppermute": (
         lambda y, p: p.ppermute_start(y, "model", [(0, 1), (1, 2), (2, 3), (3, 0)]).done(),
         lambda y, axis: lax.ppermute(y, axis, [(0, 1), (1, 2), (2, 3), (3, 0)]),
@@ -98,8 +104,6 @@ def test_async_collectives_run_as_their_synchronous_form(name):
     start, sync = ASYNC[name]
     if not hasattr(parallel, f"{name}_start"):
         pytest.skip(f"no {name}_start in this JAX")
-    if name == "psum" and jax_api.JAX_VERSION >= (0, 12, 0):
-        pytest.skip("0.12's psum_start returns the sum itself, not a future, outside shard_map")
     want = nest(vmap_mapper, lambda y: sync(y, "model"), AXES)(GRID)
     assert_tree_equal(run(lambda y: start(y, parallel)), want)
 
@@ -108,10 +112,12 @@ def test_all_gather_to_invarying():
     if "to" not in inspect.signature(lax.all_gather).parameters:
         pytest.skip("all_gather has no to= in this JAX")
     body = lambda y: lax.all_gather(y, "model", to="invarying")  # noqa: E731
-    if jax_api.JAX_VERSION < (0, 11, 0):
-        # JAX 0.10's tracer asserts on it outside shard_map; pmapc says what to write.
+    if jax_api.JAX_VERSION < (0, 12):
+        # JAX 0.10's and 0.11's tracers assert on it outside shard_map; pmapc says what to
+        # write, and from which release it traces.
         with pytest.raises(UnsupportedError, match="all_gather needs no to=") as raised:
             run(body)
+        assert "JAX 0.12 and later trace it" in str(raised.value)
         assert raised.value.location.file == __file__
         return
     want = nest(vmap_mapper, lambda y: lax.all_gather(y, "model"), AXES)(GRID)
@@ -191,3 +197,30 @@ def test_every_named_axis_primitive_is_lowered_or_refused():
         refused.append(primitive.name)
     assert "psum" not in refused and "all_gather" not in refused
     assert "ragged_all_to_all" not in refused  # tests/py/test_ragged.py
+
+
+def _times_psum_of_a_weak_value(y, axis):
+    weak = jnp.where(lax.axis_index(axis) == 0, 1.0, 2.0)  # a weakly typed float32
+    return y * lax.psum(weak, axis)
+
+
+@pytest.mark.parametrize("count", [None, 2], ids=["unfolded", "folded"])
+def test_psum_of_a_weak_value_promotes_as_the_running_jaxs_pmap(count):
+    """JAX 0.12.1's psum keeps its operand's weak type, earlier releases drop it: a
+    bfloat16 block times the psum of a weak float32 is bfloat16 from 0.12.1 on and
+    float32 before, in JAX's own single-level `jax.pmap` and in pmapc alike."""
+    blocks = np.arange(4 * 3).reshape(4, 3).astype(jnp.bfloat16)
+    jax_pmap = jax.pmap(
+        lambda y: _times_psum_of_a_weak_value(y, "i"), axis_name="i", devices=jax.devices()[:4]
+    )
+    want_dtype = jax_pmap(blocks).dtype
+    grid = np.broadcast_to(blocks, (2, 4, 3))
+    body = lambda y: _times_psum_of_a_weak_value(y, "model")  # noqa: E731
+    if count is None:
+        got = run(body, grid)
+    else:
+        with pmapc.fold_onto(jax.devices()[:count]):
+            got = run(body, grid)
+    want = nest(vmap_mapper, body, AXES)(grid)
+    assert got.dtype == want_dtype
+    np.testing.assert_array_equal(got.astype(np.float32), np.asarray(want, np.float32))
