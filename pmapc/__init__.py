@@ -23,7 +23,10 @@ from pmapc.errors import (
     ShapeError,
     UnsupportedError,
 )
+from pmapc.jax_releases import UntestedJaxWarning, warn_if_untested
 from pmapc.stages import Compiled, Lowered
+
+warn_if_untested()
 
 try:
     # The version is written once, in pyproject.toml; the installed metadata has it.
@@ -45,6 +48,7 @@ __all__ = [
     "PmapcError",
     "ShapeError",
     "UnsupportedError",
+    "UntestedJaxWarning",
     "__version__",
     "fold_onto",
     "lower",
