@@ -3,8 +3,8 @@ for a TPU pod slice or a GPU machine by name, on this CPU machine, showing what
 XLA:TPU or XLA:GPU runs (tools/trace_cmd.py, tools/plan_cmd.py); and `--arg` as an
 abstract value, traced in constant memory (issue 43's `--arg` item).
 
-The targets skip (or, with PMAPC_REQUIRE_TARGETS=1 as in CI, fail) where the plugin of
-their platform is missing, as in test_targets.py.
+The targets skip (or, where PMAPC_REQUIRE_TARGETS names the platform as in CI, fail)
+where the plugin of their platform is missing, as in test_targets.py.
 """
 
 from __future__ import annotations
