@@ -120,6 +120,27 @@ def test_float_constants_hoisted_into_arguments():
     assert faster_than_linear(jit_constants(40), jit_constants(160), 4) == []
 
 
+def jit_captured_arrays(count: int) -> Callable[[], object]:
+    """A body that adds `count` captured arrays, each of its own values, lowered inside
+    `jax.jit`: literals of the body (structure.py keeps them, by value) where
+    `jax_use_simplified_jaxpr_constants` is on, constants of its jaxpr where it is off."""
+    captured = [jnp.asarray(np.arange(3, dtype=np.float32) + index) for index in range(count)]
+
+    def body(x):
+        for index, array in enumerate(captured):
+            x = x + array
+            if index % 8 == 7:
+                x = lax.psum(x, "model")
+        return x
+
+    x = blocks(1, 3)[0]
+    return lambda: jax.jit(nest(body)).lower(x)
+
+
+def test_captured_arrays(jaxpr_constants):
+    assert faster_than_linear(jit_captured_arrays(40), jit_captured_arrays(160), 4) == []
+
+
 def jit_training_step(layers: int) -> Callable[[], object]:
     """A `layers`-deep MLP's SGD step: a psum over 'model' in the loss, a pmean over
     'data' of every gradient."""
