@@ -1,0 +1,46 @@
+"""The docs say what is: no commit hashes and no words that only meant something on
+the day they were written, in README, CONTRIBUTING, CHANGELOG and docs/ (benchmark
+tables, which stamp the commit they were measured at, live in benchmarks/)."""
+
+from __future__ import annotations
+
+import pathlib
+import re
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+DOCS = sorted(
+    [ROOT / "README.md", ROOT / "CONTRIBUTING.md", ROOT / "CHANGELOG.md", *ROOT.glob("docs/*.md")]
+)
+
+# A git commit, abbreviated or whole: 7 to 40 hex digits with a letter and a digit.
+COMMIT = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b")
+# Words that point at a moment or a conversation a reader never saw.
+OF_THE_DAY = re.compile(r"\b(this session|that day|the issue|this work)\b", re.IGNORECASE)
+
+
+def offending(pattern: re.Pattern, path: pathlib.Path) -> list[str]:
+    lines = path.read_text().splitlines()
+    return [
+        f"{path.name}:{number}: {match[0]!r}"
+        for number, line in enumerate(lines, 1)
+        for match in pattern.finditer(line)
+    ]
+
+
+@pytest.mark.parametrize("path", DOCS, ids=lambda path: str(path.relative_to(ROOT)))
+def test_no_commit_hashes(path):
+    assert offending(COMMIT, path) == []
+
+
+@pytest.mark.parametrize("path", DOCS, ids=lambda path: str(path.relative_to(ROOT)))
+def test_no_words_of_the_day(path):
+    assert offending(OF_THE_DAY, path) == []
+
+
+def test_the_checks_find_what_they_look_for(tmp_path):
+    sample = tmp_path / "sample.md"
+    sample.write_text("measured at 99fc2e0 in this session\nshape 1024x4096, f32\n")
+    assert [line.split(": ", 1)[1] for line in offending(COMMIT, sample)] == ["'99fc2e0'"]
+    assert [line.split(": ", 1)[1] for line in offending(OF_THE_DAY, sample)] == ["'this session'"]
