@@ -352,8 +352,8 @@ class Literals:
 
     The embedding writes them into the program as constants, where XLA sees
     literals as it sees JAX's: passed in as arguments of the per-device function,
-    they cost XLA's compile of a 300-array training step 12-17 % more time (its
-    optimized module is the same)."""
+    they make XLA's compile of a large training step slower for the same optimized
+    module (benchmarks/scaling.py, the training-step series)."""
 
     bits: tuple[tuple[str, bytes], ...]  # each value's dtype name and bytes
 
@@ -372,8 +372,8 @@ class Literals:
 @dataclasses.dataclass(eq=False)  # compared by identity, as a parameter
 class Built:
     """A per-device module just compiled, in the MLIR context of the lowering that
-    compiled it: the embedding takes its ops as they stand, where reading the
-    program's bytecode back cost a new tiny program 0.1 ms."""
+    compiled it: the embedding takes its ops as they stand, instead of reading the
+    program's bytecode back (a new program's first call, benchmarks/new_programs.py)."""
 
     module: ir.Module
 
@@ -433,7 +433,8 @@ def _host_callback_adder(module_context, host_callbacks: tuple) -> Callable[[int
 
 # The ops that may carry a channel handle (collectives; send and recv, as JAX
 # lowers host transfers) or call back to Python: the only ones `embed_program`
-# reads, where reading every op's attributes cost 14 ms at 300 arrays.
+# reads, since reading every op's attributes grows with the whole program
+# (benchmarks/scaling.py).
 _RENUMBERED_OPS = frozenset(
     [
         *hlo.COLLECTIVE_OPS,
@@ -461,8 +462,8 @@ def embed_program(
 
     `main`'s ops are put there as they are, its leading arguments constants of
     `literals` (where XLA sees them as it sees JAX's literals): a call of `main`
-    would cost XLA's compile of a tiny nest 1 ms more than JAX's own shard_map,
-    whose body stands in the manual computation. Its other functions move into
+    would give XLA more to compile than JAX's own shard_map, whose body stands in
+    the manual computation (benchmarks/new_programs.py). Its other functions move into
     `target`, each renamed `prefix + name` (`_fresh_prefix`) and made private.
     Collectives get fresh channel handles from `new_channel()` (unique in
     `target`; a native ragged_all_to_all its channel id), host callbacks the index
@@ -501,8 +502,8 @@ def embed_program(
 spmd_call_p.def_abstract_eval(_spmd_call_abstract_eval)
 # Both rules run in place: JAX would emit a cacheable rule's lowering as a function
 # of its own and clone it where the equation stands (from 0.10 on), a copy of the
-# whole program for each rule, 0.1 ms each for a tiny nest; a map met again
-# takes its program from `SHARED_PROGRAMS` instead.
+# whole program for each rule; a map met again takes its program from
+# `SHARED_PROGRAMS` instead.
 jax_lowering.register_lowering(spmd_call_p, _spmd_call_lowering, cacheable=False)
 # Replaces the tracer's rule for maps (lowering/primitives.py), which knows no
 # compiler: the compiler depends on the tracer, never back. The face imports this

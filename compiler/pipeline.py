@@ -76,8 +76,8 @@ def embedded_pipeline(ragged: RaggedForm) -> tuple[Element, ...]:
     for the partition form, groups as device ids, without MLIR's canonicalize and
     cse. XLA simplifies after, its CSE included (on pmapc's programs it moves the
     constants up). In JAX's MLIR context, where every dialect is loaded,
-    canonicalize's set-up alone (the patterns of every op of every dialect) cost a
-    new tiny program 0.35 ms, where pmapc's own context loads four dialects; and a
+    canonicalize's set-up alone gathers the patterns of every op of every dialect
+    for each new program (pmapc's own context loads four dialects); and a
     pipeline of pmapc's passes alone runs without MLIR's pass manager
     (passes/manager.py)."""
     passes = default_pipeline(Target.PARTITIONS, GroupForm.DENSE, ragged)

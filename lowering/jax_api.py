@@ -264,8 +264,8 @@ def trace_flat(fun: Callable, avals: list, axis_env: list, traced_for: str) -> C
     """The closed jaxpr of `fun` (flat arguments to a list of flat results) on
     `avals`, the axes of `axis_env` bound: what `jax.make_jaxpr(fun, axis_env=...)`
     makes (values `fun` closes over, outer tracers included, are its constants),
-    without staging a `jax.jit` of it around the trace (0.2 ms a body, two thirds
-    of a small body's tracing). `traced_for` names the trace in JAX's messages."""
+    without staging a `jax.jit` of it around the trace (most of a small body's
+    tracing). `traced_for` names the trace in JAX's messages."""
     debug = _api_util.debug_info(traced_for, fun, avals, {})
     with _core.extend_axis_env_nd(axis_env):
         jaxpr, _, consts = _pe.trace_to_jaxpr_dynamic(_lu.wrap_init(fun, debug_info=debug), avals)
@@ -365,8 +365,8 @@ def placement_jaxpr(mesh) -> ClosedJaxpr | None:
     jaxpr and in the jaxprs among its equations' parameters, and reads no
     primitive of pmapc's. This jaxpr, which nothing runs or lowers, holds one
     sharding constraint on the mesh for it to find. A constraint on the map's
-    operands instead reaches XLA: one on each of 302 operands cost its compile
-    5-10 %, and one alone led XLA's propagation to give a value of a
+    operands instead reaches XLA: one on each of hundreds of operands slows its
+    compile (benchmarks/scaling.py), and one alone led XLA's propagation to give a value of a
     `jax.checkpoint` under `jax.grad` a sharding its shape cannot take.
     """
     if not isinstance(mesh, Mesh):

@@ -69,7 +69,7 @@ def lower_function(module_context, name: str, closed: ClosedJaxpr, main: bool = 
     named `name` (made unique). What JAX's `lower_jaxpr_to_fun` makes of it, its
     locations included, without that function's attributes of arguments and
     results, shardings, layouts, memory kinds, donations and tokens, which it
-    works out for every function (0.4 ms of a new tiny nest's three); a module
+    works out for every function (benchmarks/new_programs.py); a module
     that takes dimension variables (JAX's platform index, lowering for several
     platforms at once) goes through JAX's."""
     ctx = module_context
@@ -140,9 +140,9 @@ def jaxs_function(module_context, name: str, closed: ClosedJaxpr, main: bool = F
 
 def one_equation(primitive, params: dict, avals: list, traced_for: str) -> ClosedJaxpr:
     """The closed jaxpr of one `primitive` equation on `avals`, to lower: what
-    `jax_api.trace_flat` makes of a function that binds it, without the trace
-    (0.2 ms for an outermost map: a trace, its debug information and the jaxpr
-    made from it). `traced_for` names it as `trace_flat`'s does."""
+    `jax_api.trace_flat` makes of a function that binds it, without the trace (its
+    debug information and the jaxpr made from it: benchmarks/new_programs.py).
+    `traced_for` names it as `trace_flat`'s does."""
     avals_out, effects = primitive.abstract_eval(*avals, **params)
     if not primitive.multiple_results:
         avals_out = [avals_out]
@@ -158,8 +158,9 @@ def lower_on_mesh(ctx, operands, body: ClosedJaxpr, mesh, in_specs, out_specs) -
     in_specs=in_specs, out_specs=out_specs, check_vma=False)(*operands)` lowers to,
     every axis of `mesh` manual, for a function `f` whose jaxpr on the blocks is
     `body` (without constants): by JAX's own lowering rule of `shard_map`, given
-    the parameters its tracing stages (0.10 to 0.12). Tracing the `shard_map` and
-    lowering it through a jaxpr of its own cost a new program 1 ms more."""
+    the parameters its tracing stages (0.10 to 0.12), without tracing the
+    `shard_map` and lowering it through a jaxpr of its own (a new program's first
+    call, benchmarks/new_programs.py)."""
     assert not body.consts, "lower_on_mesh takes a body without constants"
     return _shard_map_lowering(
         ctx,
@@ -194,12 +195,12 @@ def lower_inside(ctx, name: str, closed: ClosedJaxpr, override_rules) -> Lowered
     cache of source locations.
 
     What `jax.jit(f).trace(...).lower(...)` makes of the same jaxpr, without the
-    jit's own costs (tracing it again, resolving shardings and devices: 1.2 ms of
-    a new program's 3.2 on this path), none of which a one-device function has
+    jit's own costs (tracing it again, resolving shardings and devices: a large
+    part of a new program's first call on this path), none of which a one-device function has
     use for; nor those of JAX's `lower_jaxpr_to_module` (its verifier: the passes
     check the pmapc ops on entry and MLIR verifies what they make; and Shardy's
     pass that lifts meshes into symbols, where a one-device function names none
-    but the maximal sharding of a host callback, which pmapc drops: 0.2 ms)."""
+    but the maximal sharding of a host callback, which pmapc drops)."""
     assert not closed.consts, "lower_inside takes a jaxpr without constants"
     module_context = inner_module_context(ctx, override_rules)
     with ir.building(module_context.module):

@@ -480,8 +480,8 @@ def map_ir(lowered: jax_lowering.LoweredModule, name: str) -> PmapcIR:
     the passes rewrite it in the enclosing lowering's context, and nothing keeps it
     once the embedding has its bytecode (compiler/embed.py), so nothing of it
     outlives the context JAX drops (from 0.11 on, a thread's after 10 lowerings).
-    The copy cost a new program 1.2 ms on jax 0.12 (the context's dialects loaded
-    anew, the module written and read)."""
+    A copy would load the context's dialects anew and write and read the module
+    for every new program (benchmarks/new_programs.py)."""
     clean_module(lowered.module, name, calls_back=bool(lowered.host_callbacks))
     return PmapcIR(lowered.module, lowered.host_callbacks)
 

@@ -10,8 +10,8 @@ and single all_reduces that use it, which then compute on the block as it came:
 squeeze of a value of `x`'s shape, a broadcast scalar or a splat constant (the
 same at every position, made in `x`'s shape). Where the squeeze meets a reshape
 that gives the dimensions back, both go, and the program computes on its blocks
-as `jax.shard_map`'s body does (XLA compiled a tiny nest's module without them
-0.4-1.1 ms sooner, of 40, compiled alone; benchmarks/README). A squeeze that
+as `jax.shard_map`'s body does (XLA compiles a tiny nest's module sooner
+without them: benchmarks/new_programs.py). A squeeze that
 meets neither stays where it is.
 
 In the default pipeline MLIR's canonicalize and cse follow it (the named

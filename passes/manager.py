@@ -207,8 +207,8 @@ class _PipelineRun:
         mlir_passes = any(isinstance(pass_, UpstreamPass) for pass_ in self.passes)
         if not (mlir_passes or verify_each or instrumentation.reports):
             # Nothing MLIR's pass manager alone does is asked for: pmapc's passes are
-            # called in turn (a new tiny program saves 0.1 ms of the manager's set-up
-            # and of its calls into Python).
+            # called in turn, without the manager's set-up and its calls into Python
+            # (a new program's first call, benchmarks/new_programs.py).
             for index, keep in enumerate(kept):
                 self.step(index, keep)
             return self.changed

@@ -47,7 +47,8 @@ def make_context() -> ir.Context:
     """A new context of pmapc's own, with the dialects JAX loads into its contexts:
     stablehlo, chlo, sdy and func (which pmapc builds ops of) loaded, the other
     upstream ones jaxlib registers loaded when a module first uses them (loading
-    every one up front took 1.4 ms, more than the rest of the context).
+    every one up front costs more than the rest of the context: a new program's
+    first call, benchmarks/new_programs.py).
 
     pmapc never changes the settings of a context JAX hands out (from 0.11 on, JAX
     reuses one per thread for later lowerings). What it hands to a user or parses

@@ -4,8 +4,11 @@ tables, which stamp the commit they were measured at, live in benchmarks/)."""
 
 from __future__ import annotations
 
+import ast
+import io
 import pathlib
 import re
+import tokenize
 
 import pytest
 
@@ -44,3 +47,39 @@ def test_the_checks_find_what_they_look_for(tmp_path):
     sample.write_text("measured at 99fc2e0 in this session\nshape 1024x4096, f32\n")
     assert [line.split(": ", 1)[1] for line in offending(COMMIT, sample)] == ["'99fc2e0'"]
     assert [line.split(": ", 1)[1] for line in offending(OF_THE_DAY, sample)] == ["'this session'"]
+
+
+# The package's folders (pyproject.toml maps them into `pmapc`).
+PACKAGE = ("pmapc", "compiler", "passes", "lowering", "tools")
+# A measured time or share: "1.2 ms", "40 µs", "12-17 %".
+TIMING = re.compile(r"\b\d+(?:\.\d+)?(?:[-\u2013]\d+(?:\.\d+)?)? ?(?:ms|µs|us|ns|%)(?!\w)")
+
+
+def prose_of(path: pathlib.Path) -> list[tuple[int, str]]:
+    """(line, text) of every comment and docstring of a Python file."""
+    source = path.read_text()
+    found = [
+        (token.start[0], token.string)
+        for token in tokenize.generate_tokens(io.StringIO(source).readline)
+        if token.type == tokenize.COMMENT
+    ]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                if isinstance(body[0].value.value, str):
+                    found.append((body[0].lineno, body[0].value.value))
+    return found
+
+
+def test_no_measurements_in_the_packages_docstrings_or_comments():
+    """A figure goes stale where no benchmark rewrites it: the package says why a
+    choice is made and names the benchmark that measures it (benchmarks/)."""
+    found = [
+        f"{path.relative_to(ROOT)}:{line}: {match[0]!r}"
+        for folder in PACKAGE
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        for line, text in prose_of(path)
+        for match in TIMING.finditer(text)
+    ]
+    assert found == []
