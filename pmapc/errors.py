@@ -61,7 +61,7 @@ class PmapcError(Exception):
     """Base class of every error pmapc raises on bad input.
 
     `location` is the user's file and line the error is about (column 0 when
-    unknown), if known; the message then starts with `file:line: `.
+    unknown), if known; the message then starts with `file:line:`.
     """
 
     def __init__(self, message: str = "", location: SourceLoc | None = None):

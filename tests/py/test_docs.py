@@ -8,6 +8,8 @@ import ast
 import io
 import pathlib
 import re
+import subprocess
+import sys
 import tokenize
 
 import pytest
@@ -83,3 +85,53 @@ def test_no_measurements_in_the_packages_docstrings_or_comments():
         for match in TIMING.finditer(text)
     ]
     assert found == []
+
+
+# ----------------------------------------------------------------------------
+# The API reference (docs/api, Sphinx's autodoc) and the command line's (docs/cli.md)
+
+API = ROOT / "docs" / "api"
+
+
+def test_the_api_reference_names_every_public_name():
+    """docs/api/index.rst documents each of `pmapc.__all__` (autodoc reads its
+    docstring): a public name added without its entry fails here."""
+    import pmapc
+
+    text = (API / "index.rst").read_text()
+    documented = set(re.findall(r"^\.\. auto\w+:: pmapc\.(\w+)", text, re.MULTILINE))
+    documented |= set(re.findall(r"``pmapc\.(__\w+__)``", text))
+    assert sorted(set(pmapc.__all__) - documented) == []
+
+
+def test_the_api_reference_builds_without_a_warning(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "sphinx", "-W", "-q", "-b", "text", str(API), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "pmapc.pmap(" in (tmp_path / "index.txt").read_text()
+
+
+def cli_sections() -> dict[str, str]:
+    """docs/cli.md's text of each command, by the command's name."""
+    text = (ROOT / "docs" / "cli.md").read_text()
+    parts = re.split(r"^## pmapc (\w+)\n", text, flags=re.MULTILINE)
+    return dict(zip(parts[1::2], parts[2::2]))
+
+
+@pytest.mark.parametrize("command", ["opt", "trace", "run", "plan"])
+def test_the_cli_reference_has_an_entry_for_every_flag(command):
+    from pmapc.tools import opt, plan_cmd, run_cmd, trace_cmd
+
+    module = {"opt": opt, "trace": trace_cmd, "run": run_cmd, "plan": plan_cmd}[command]
+    parser = module.build_parser()
+    flags = {flag for action in parser._actions for flag in action.option_strings} - {
+        "-h",
+        "--help",
+    }
+    section = cli_sections()[command]
+    assert sorted(flag for flag in flags if f"`{flag}" not in section) == []

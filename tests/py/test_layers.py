@@ -1,4 +1,4 @@
-"""pmapc's imports run one way, down its layers (README "How it works").
+"""pmapc's imports run one way, down its layers (docs/ir.md, "From a call to a run").
 
 From the bottom: the core (`pmapc/*.py` but the face) <- `passes/` and `lowering/`,
 peers that never import each other <- `compiler/` <- the face (`pmapc/api.py`,

@@ -1,5 +1,5 @@
 """Nests compiled for GPU machines and TPU pods by XLA:GPU's and XLA:TPU's own
-compilers, on this CPU machine (compiler/targets.py; README, "Compiling for GPU and
+compilers, on this CPU machine (compiler/targets.py; docs/guide.md, "Compiling for GPU and
 TPU without one").
 
 Targets: 8 H100s, 2 hosts x 8 H100s, TPU v5e 2x4 and 4x4 (2 and 4 hosts), TPU v5p
