@@ -135,3 +135,24 @@ def test_the_cli_reference_has_an_entry_for_every_flag(command):
     }
     section = cli_sections()[command]
     assert sorted(flag for flag in flags if f"`{flag}" not in section) == []
+
+
+# ----------------------------------------------------------------------------
+# Commit messages (CONTRIBUTING.md, "Commits")
+
+# The last commit before the rule; every commit after it follows it.
+RULE_FROM = "99fc2e0"
+
+
+def test_commit_subjects_are_at_most_72_characters():
+    done = subprocess.run(
+        ["git", "log", "--format=%h %s", f"{RULE_FROM}..HEAD"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        pytest.skip(f"no git history with {RULE_FROM} here: {done.stderr.strip()}")
+    long = [line for line in done.stdout.splitlines() if len(line.split(" ", 1)[1]) > 72]
+    assert long == []
