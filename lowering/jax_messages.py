@@ -3,7 +3,7 @@
 Code and tests written for `jax.pmap` match on these messages (`pytest.raises(
 ValueError, match=...)`), so each pmapc error for such a mistake starts with
 JAX 0.4.30's text and goes on with what pmapc adds: the axis, the shapes and the
-fix (`explained`). tests/py/test_messages.py compares each with the message
+fix (`explained`). tests/py/test_errors.py compares each with the message
 recorded from JAX 0.4.30 (scripts/record_messages.py).
 """
 

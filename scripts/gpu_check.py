@@ -50,10 +50,10 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 import targets  # noqa: E402
 import workloads  # noqa: E402
-from golden_generated import PROGRAMS as GENERATED  # noqa: E402
-from golden_programs import PROGRAMS, Program, evaluate  # noqa: E402
-from golden_store import unpack  # noqa: E402
 from jax import lax  # noqa: E402
+from support.golden_generated import PROGRAMS as GENERATED  # noqa: E402
+from support.golden_programs import PROGRAMS, Program, evaluate  # noqa: E402
+from support.golden_store import unpack  # noqa: E402
 from test_golden_generated import GOLDENS as GENERATED_GOLDENS  # noqa: E402
 from test_golden_generated import assert_same_array  # noqa: E402
 from test_goldens import GOLDENS, recorded_for  # noqa: E402

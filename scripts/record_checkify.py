@@ -1,4 +1,4 @@
-"""Record what JAX 0.4.30's `checkify` returns for `tests/py/checkify_cases.py`.
+"""Record what JAX 0.4.30's `checkify` returns for `tests/py/support/checkify_cases.py`.
 
 pmapc's checkify rule gives the error JAX 0.4.30's nested `jax.pmap` gave; this
 records it from a side environment (see scripts/record_messages.py for making one):
@@ -7,7 +7,7 @@ records it from a side environment (see scripts/record_messages.py for making on
 
 It writes `tests/py/goldens/jax0430_checkify.json`: for each case, the error's
 message (`err.get()`, None when no check failed), the function and line of
-tests/py/checkify_cases.py where it arose, and the outputs.
+tests/py/support/checkify_cases.py where it arose, and the outputs.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "py"))
 
-import checkify_cases  # noqa: E402
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 from jax.experimental import checkify  # noqa: E402
+from support import checkify_cases  # noqa: E402
 
 JAX_VERSION = "0.4.30"
 GOLDENS = ROOT / "tests" / "py" / "goldens" / "jax0430_checkify.json"

@@ -1,4 +1,4 @@
-"""Record the goldens of `tests/py/golden_generated.py` with real nested `jax.pmap`.
+"""Record the goldens of `tests/py/support/golden_generated.py` with real nested `jax.pmap`.
 
 Run with JAX 0.4.30 (see `scripts/record_goldens.py` for the side environment):
 
@@ -24,12 +24,10 @@ os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "tests" / "py"), str(ROOT / "scripts")]
 
-import golden_generated  # noqa: E402
-import golden_programs  # noqa: E402
-import golden_store  # noqa: E402
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 import record_goldens  # noqa: E402
+from support import golden_generated, golden_programs, golden_store  # noqa: E402
 
 GOLDENS = ROOT / "tests" / "py" / "goldens" / "jax0430_generated.npz"
 

@@ -1,4 +1,4 @@
-"""Record the golden values of `tests/py/golden_programs.py` with real nested `jax.pmap`.
+"""Record the golden values of `tests/py/support/golden_programs.py` with real nested `jax.pmap`.
 
 Nested `jax.pmap` works in JAX 0.4.30 and is rejected by current JAX, so the goldens
 come from a side environment outside the repository:
@@ -30,9 +30,9 @@ os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "py"))
 
-import golden_programs  # noqa: E402
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
+from support import golden_programs  # noqa: E402
 
 JAX_VERSION = "0.4.30"
 GOLDENS = ROOT / "tests" / "py" / "goldens" / "jax0430.npz"

@@ -1,4 +1,4 @@
-"""Record the errors JAX 0.4.30's `jax.pmap` raises for `tests/py/message_cases.py`.
+"""Record the errors JAX 0.4.30's `jax.pmap` raises for `tests/py/support/message_cases.py`.
 
 pmapc's messages for mistakes `jax.pmap` caught start with JAX 0.4.30's wording
 (lowering/jax_messages.py); this records that wording from a side environment:
@@ -24,7 +24,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "py"))
 
 import jax  # noqa: E402
-import message_cases  # noqa: E402
+from support import message_cases  # noqa: E402
 
 JAX_VERSION = "0.4.30"
 GOLDENS = ROOT / "tests" / "py" / "goldens" / "jax0430_messages.json"

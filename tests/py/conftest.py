@@ -39,8 +39,8 @@ def _use_host_devices(count: int) -> None:
 _use_host_devices(NUM_CPU_DEVICES)
 
 # Imported after the device count is set: these modules import JAX's runtime.
-import memory  # noqa: E402
-from child_process import ChildProcess  # noqa: E402
+from support import memory  # noqa: E402
+from support.child_process import ChildProcess  # noqa: E402
 
 from pmapc import dialect, ir  # noqa: E402
 from pmapc.compiler.pipeline import default_pipeline, parse_pipeline  # noqa: E402

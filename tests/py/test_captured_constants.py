@@ -20,8 +20,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax import lax
-from oracle import check_against_vmap, nest
-from oracle import vmap_mapper as oracle_mapper
+from support.oracle import check_against_vmap, nest
+from support.oracle import vmap_mapper as oracle_mapper
 
 import pmapc
 

@@ -12,8 +12,8 @@ import pathlib
 import jax
 import numpy as np
 import pytest
-from checkify_cases import cases, location
 from jax.experimental import checkify
+from support.checkify_cases import cases, location
 
 import pmapc
 

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from oracle import assert_tree_equal, vmap_mapper
+from support.oracle import assert_tree_equal, vmap_mapper
 
 import pmapc
 

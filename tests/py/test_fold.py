@@ -14,13 +14,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from golden_generated import PROGRAMS as GENERATED
-from golden_programs import PROGRAMS, Program, evaluate
-from golden_store import Recorded
 from hypothesis import event, given
 from hypothesis import strategies as st
-from oracle import assert_tree_equal, running_jax_value
-from random_programs import (
+from support.golden_generated import PROGRAMS as GENERATED
+from support.golden_programs import PROGRAMS, Program, evaluate
+from support.golden_store import Recorded
+from support.oracle import assert_tree_equal, running_jax_value
+from support.random_programs import (
     TRANSFORMATIONS,
     build,
     folded,

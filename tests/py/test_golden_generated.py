@@ -19,9 +19,9 @@ import jax.numpy as jnp
 import jax.test_util
 import numpy as np
 import pytest
-from golden_generated import PROGRAMS
-from golden_programs import Program, evaluate
-from golden_store import Recorded, unpack
+from support.golden_generated import PROGRAMS
+from support.golden_programs import Program, evaluate
+from support.golden_store import Recorded, unpack
 
 import pmapc  # conftest has set the CPU device count by the time a test imports this
 

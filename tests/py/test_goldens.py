@@ -15,8 +15,8 @@ import pathlib
 
 import numpy as np
 import pytest
-from golden_programs import PROGRAMS, Program, evaluate
-from oracle import running_jax_value
+from support.golden_programs import PROGRAMS, Program, evaluate
+from support.oracle import running_jax_value
 
 import pmapc  # conftest has set the CPU device count by the time a test imports this
 

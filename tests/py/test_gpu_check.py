@@ -183,8 +183,8 @@ def golden_cases() -> list[gpu_check.GoldenCase]:
 
 
 def test_every_golden_program_is_a_case(golden_cases):
-    from golden_generated import PROGRAMS as GENERATED
-    from golden_programs import PROGRAMS
+    from support.golden_generated import PROGRAMS as GENERATED
+    from support.golden_programs import PROGRAMS
 
     assert len(golden_cases) == len(PROGRAMS) + len(GENERATED)
     assert any(case.error is not None for case in golden_cases)

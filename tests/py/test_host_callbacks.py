@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from jax import lax
 from jax.experimental import io_callback
-from oracle import assert_tree_equal, nest, vmap_mapper
+from support.oracle import assert_tree_equal, nest, vmap_mapper
 
 import pmapc
 from pmapc.errors import DiagnosticError, PmapcError

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax import lax
-from oracle import jax_pmean_divisors
+from support.oracle import jax_pmean_divisors
 
 import pmapc
 from pmapc import collectives, dialect, ir, shapes

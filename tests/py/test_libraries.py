@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax import lax
-from oracle import assert_tree_equal, check_against_vmap, vmap_mapper
+from support.oracle import assert_tree_equal, check_against_vmap, vmap_mapper
 
 import pmapc
 

@@ -25,7 +25,7 @@ import pmapc
 from pmapc.lowering import mesh_devices
 from pmapc.mesh import Mesh
 
-WORKER = Path(__file__).with_name("multiprocess_worker.py")
+WORKER = Path(__file__).parent / "support" / "multiprocess_worker.py"
 RESULT_MARK = "PMAPC-RESULT "
 TIMEOUT_SECONDS = 120  # a whole run; one layout takes 3-10 s on 2 busy cores
 

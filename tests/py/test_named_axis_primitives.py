@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax import lax
-from oracle import assert_tree_equal, nest, vmap_mapper
+from support.oracle import assert_tree_equal, nest, vmap_mapper
 
 import pmapc
 from pmapc.errors import UnsupportedError

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from jax import lax
-from random_programs import build, programs, sample_arguments
+from support.random_programs import build, programs, sample_arguments
 
 import pmapc
 from pmapc import ir

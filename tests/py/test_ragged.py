@@ -1,5 +1,5 @@
 """`jax.lax.ragged_all_to_all` in a nest, against a numpy reference of its documented
-semantics (tests/py/ragged_cases.py): the expanded form on CPU, where no JAX runs
+semantics (tests/py/support/ragged_cases.py): the expanded form on CPU, where no JAX runs
 the op; the native form (XLA's op) as IR and HLO; its gradient, jit, vmap and the
 stages; its errors."""
 
@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from ragged_cases import RaggedArgs, linear_map, make_args, reference
+from support.ragged_cases import RaggedArgs, linear_map, make_args, reference
 
 import pmapc
 from pmapc import ir

@@ -38,10 +38,10 @@ import os
 import jax
 import numpy as np
 import pytest
-from child_process import ChildFailure, ChildProcess
 from hypothesis import event, given, reject
-from oracle import assert_tree_equal
-from random_programs import (
+from support.child_process import ChildFailure, ChildProcess
+from support.oracle import assert_tree_equal
+from support.random_programs import (
     Arg,
     Level,
     Op,

@@ -10,7 +10,7 @@ and every value the transformation gives must agree (integer-valued data: exactl
 to float rounding). Only programs vmap can run are drawn (`vmap_can_run`): JAX's own
 autodiff of the vmap program is the oracle, independent of pmapc's rules.
 
-pmapc runs in a child process (tests/py/child_process.py): a crash fails one program,
+pmapc runs in a child process (tests/py/support/child_process.py): a crash fails one program,
 which hypothesis shrinks. 500 programs by default, split evenly among the
 transformations (a search each, which pytest-xdist runs side by side; 500 draws
 reach 90% of the (transformation, collective, axis count) combinations that
@@ -23,14 +23,14 @@ from __future__ import annotations
 
 import os
 
-import memory
 import numpy as np
 import pytest
-from child_process import ChildProcess
 from hypothesis import event, given
 from hypothesis import strategies as st
-from oracle import assert_tree_equal
-from random_programs import (
+from support import memory
+from support.child_process import ChildProcess
+from support.oracle import assert_tree_equal
+from support.random_programs import (
     TRANSFORMATIONS,
     Arg,
     Level,

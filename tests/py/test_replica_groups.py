@@ -18,7 +18,7 @@ import jax
 import numpy as np
 import pytest
 from jax import lax
-from oracle import (
+from support.oracle import (
     all_gather_reference,
     all_to_all_reference,
     assert_tree_equal,

@@ -311,14 +311,14 @@ def test_jit_and_grad_around_a_nest(name):
 
 
 def golden_sample():
-    from golden_programs import PROGRAMS
+    from support.golden_programs import PROGRAMS
 
     return [p for p in PROGRAMS if p.mode == "value"][::3]
 
 
 @pytest.mark.parametrize("name", [GPU_ONE_HOST, "tpu:v5p:4x4x4"])
 def test_a_sample_of_the_goldens(name):
-    from golden_programs import make_inputs
+    from support.golden_programs import make_inputs
 
     devices = devices_of(name)
     compiled_count = 0

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from jax import lax
 from jax.test_util import check_grads
-from oracle import assert_tree_equal, nest, vmap_mapper
+from support.oracle import assert_tree_equal, nest, vmap_mapper
 
 import pmapc
 

@@ -2,7 +2,7 @@
 the tracer's on a map's jaxpr (lowering/divergence.py) and predicate-divergent's on
 the IR after flatten-maps (passes/variance.py).
 
-On random nested programs (tests/py/random_programs.py) with control flow whose
+On random nested programs (tests/py/support/random_programs.py) with control flow whose
 predicate each device computes from its own values, each `cond`'s and loop's
 predicate gets the same axes from both: the tracer's conversion is held back so the
 IR keeps the control flow, and both analyses read the same program. And
@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from hypothesis import assume, given
 from jax import lax
-from random_programs import (
+from support.random_programs import (
     CONTROL_FLOW,
     Arg,
     Level,

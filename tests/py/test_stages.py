@@ -1,4 +1,5 @@
-"""The pmapc.pmap API: stages, caching and devices (errors: test_error_catalog.py)."""
+"""The stages of `pmapc.pmap` and `pmapc.lower`: lowering, compiling, caching and devices
+(errors: test_errors.py)."""
 
 import functools
 
@@ -67,7 +68,7 @@ def test_the_stages_are_recorded_when_first_asked_for_and_match_the_passes_run_a
     assert lowered.as_text("flatten-maps") == ir.print_module(module)
     # The last pass's IR is the result's, and the stages keep their locations.
     assert lowered.as_text("cse") == lowered.as_text()
-    assert "test_api.py" in lowered.as_text("lower-collectives", debug_info=True)
+    assert "test_stages.py" in lowered.as_text("lower-collectives", debug_info=True)
 
 
 def test_lowered_compile_runs():

@@ -3,7 +3,7 @@
 `cases(pmap, devices)` gives, by name, a function that makes the mistake with `pmap`
 (`jax.pmap` in JAX 0.4.30, `pmapc.pmap` here) on 8 `devices`.
 scripts/record_messages.py records what JAX 0.4.30 raises for each into
-goldens/jax0430_messages.json; tests/py/test_messages.py checks that pmapc raises
+goldens/jax0430_messages.json; tests/py/test_errors.py checks that pmapc raises
 the same builtin class with a message that starts as JAX 0.4.30's.
 """
 

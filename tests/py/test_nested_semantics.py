@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax import lax
-from oracle import (
+from support.oracle import (
     all_gather_reference,
     assert_tree_equal,
     axis_index_reference,

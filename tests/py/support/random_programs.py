@@ -29,7 +29,9 @@ import numpy as np
 from hypothesis import HealthCheck, assume, settings
 from hypothesis import strategies as st
 from jax import lax
-from oracle import (
+
+import pmapc
+from support.oracle import (
     all_gather_reference,
     all_to_all_reference,
     axis_index_reference,
@@ -37,8 +39,6 @@ from oracle import (
     ppermute_reference,
     psum_scatter_reference,
 )
-
-import pmapc
 
 MAX_BLOCK = 64  # elements per device, at every step
 AXIS_NAMES = ("i", "j", "k", "data", "model", "x")  # drawn with repeats: shadowing happens

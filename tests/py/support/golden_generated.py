@@ -39,7 +39,9 @@ from collections.abc import Callable, Sequence
 
 import jax.numpy as jnp
 import numpy as np
-from golden_ops import (
+from jax import lax
+
+from support.golden_ops import (
     BLOCK,
     Op,
     all_gather,
@@ -57,8 +59,7 @@ from golden_ops import (
     shift_perm,
     weak_ops,
 )
-from golden_programs import Mesh, Program, nest
-from jax import lax
+from support.golden_programs import Mesh, Program, nest
 
 MESHES: dict[str, Mesh] = {
     "8": (("i", 8),),
