@@ -156,3 +156,8 @@ def test_commit_subjects_are_at_most_72_characters():
         pytest.skip(f"no git history with {RULE_FROM} here: {done.stderr.strip()}")
     long = [line for line in done.stdout.splitlines() if len(line.split(" ", 1)[1]) > 72]
     assert long == []
+
+
+def test_readme_is_a_front_page():
+    """README is an overview with links (at most 350 lines); the reference is docs/."""
+    assert len((ROOT / "README.md").read_text().splitlines()) <= 350
