@@ -49,6 +49,7 @@ import numpy as np  # noqa: E402
 from jax import lax  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
+import environment  # noqa: E402
 import timing  # noqa: E402
 import workloads  # noqa: E402
 
@@ -153,7 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = [measure(int(t), args.rounds) for t in args.tokens.split(",")]
     print(table(rows))
     if args.json:
-        args.json.write_text(json.dumps(rows, indent=1))
+        stamp = environment.environment(tokens=args.tokens, rounds=args.rounds)
+        args.json.write_text(json.dumps({"environment": stamp, "rows": rows}, indent=1))
     return 0
 
 

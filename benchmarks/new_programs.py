@@ -64,6 +64,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import environment
+
 SYSTEMS = ("pmapc", "shard_map")
 SIZES = ("tiny", "W1", "distinct", "distinct-step", "restart", "restart-step")
 # Each restart size runs the programs of this one, first to fill the cache.
@@ -420,7 +422,10 @@ def main(argv: list[str] | None = None) -> int:
         results = children_rounds(sizes, args.count, args.rounds)
         print(table(results, sizes, args.count))
     if args.json:
-        args.json.write_text(json.dumps(results, indent=1))
+        stamp = environment.environment(
+            sizes=sizes, count=args.count, rounds=args.rounds, interleaved=args.interleaved
+        )
+        args.json.write_text(json.dumps({"environment": stamp, "results": results}, indent=1))
     return 0
 
 

@@ -11,11 +11,7 @@ the compiled HLO of every program next to it. See benchmarks/README.md.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import os
-import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -28,6 +24,7 @@ import jax  # noqa: E402
 
 import compare  # noqa: E402
 import compile_scaling  # noqa: E402
+import environment as stamp  # noqa: E402
 import report  # noqa: E402
 import workloads  # noqa: E402
 from pmapc.compiler.pipeline import default_pipeline  # noqa: E402
@@ -82,24 +79,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def environment(mode: str) -> dict:
-    """What the figures were measured on: versions, commit, pass pipeline, machine."""
-    repo = Path(__file__).resolve().parent.parent
-
-    def git(*command: str) -> str:
-        done = subprocess.run(["git", *command], cwd=repo, capture_output=True, text=True)
-        return done.stdout.strip()
-
-    return {
-        "mode": mode,
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "jax": jax.__version__,
-        "python": platform.python_version(),
-        "cpu_count": os.cpu_count(),
-        "devices": [str(d) for d in jax.devices()],
-        "pmapc_commit": git("rev-parse", "HEAD"),
-        "pmapc_uncommitted_changes": bool(git("status", "--porcelain", "--", ":!benchmarks")),
-        "pmapc_passes": [p.name for p in default_pipeline()],
-    }
+    """What the figures were measured on (benchmarks/environment.py), the mode and
+    pmapc's pass pipeline."""
+    return stamp.environment(
+        mode=mode,
+        devices=[str(d) for d in jax.devices()],
+        pmapc_passes=[p.name for p in default_pipeline()],
+    )
 
 
 def run_step_workloads(names: list[str], settings: dict, hlo_dir: Path) -> list[dict]:

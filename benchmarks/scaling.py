@@ -57,6 +57,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
+import environment  # noqa: E402
 from compile_scaling import chain_body  # noqa: E402
 from workloads import mesh_of, nested, shard_map_jit  # noqa: E402
 
@@ -423,7 +424,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown series {unknown[0]!r}; choose from {', '.join(SIZES)}")
     results = run(names, args.quick, 1 if args.quick else args.repetitions)
     if args.json:
-        args.json.write_text(json.dumps(results, indent=1))
+        stamp = environment.environment(quick=args.quick, repetitions=args.repetitions)
+        args.json.write_text(json.dumps({"environment": stamp, "series": results}, indent=1))
     return 0
 
 
