@@ -7,6 +7,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Iterator
+from typing import NamedTuple
 
 from pmapc import options
 from pmapc.compiler import targets
@@ -137,18 +138,30 @@ def add_topology_option(parser: argparse.ArgumentParser, what: str) -> None:
     )
 
 
-def topology_devices(name: str, count: int | None = None) -> list:
-    """The devices of the topology `name` (compiler/targets.py), the first `count` of
-    them if given. What libtpu and the CUDA plugin log while they describe it (harmless
-    notes that no TPU or GPU is attached) is kept off the user's terminal."""
+class Topology(NamedTuple):
+    """A topology named on the command line (compiler/targets.py), and its devices."""
+
+    name: str
+    devices: list
+
+    def first(self, count: int, needed_by: str, fix: str) -> list:
+        """The first `count` devices; where there are fewer, a DeviceError naming what
+        needs them (`needed_by`: `--fold-onto 16`, the mesh), both counts and the
+        `fix`. The one check of a topology's size, for every command."""
+        if count > len(self.devices):
+            raise DeviceError(
+                f"{needed_by} needs {count} devices, but the topology '{self.name}' has "
+                f"{len(self.devices)}; {fix}"
+            )
+        return self.devices[:count]
+
+
+def topology(name: str) -> Topology:
+    """The topology `name` and its devices. What libtpu and the CUDA plugin log while
+    they describe it (harmless notes that no TPU or GPU is attached) is kept off the
+    user's terminal."""
     with native_stderr_dropped():
-        devices = targets.target_devices(name)
-    if count is not None and count > len(devices):
-        raise DeviceError(
-            f"the mesh needs {count} devices, but the topology '{name}' has {len(devices)}; "
-            "name a larger one"
-        )
-    return devices if count is None else devices[:count]
+        return Topology(name, targets.target_devices(name))
 
 
 @contextlib.contextmanager

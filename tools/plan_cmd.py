@@ -23,13 +23,14 @@ import argparse
 import sys
 
 from pmapc.compiler import driver, plan, plan_xla, xla
-from pmapc.errors import DeviceError, PmapcError
+from pmapc.errors import PmapcError
 from pmapc.options import ragged_form_for
 from pmapc.tools.common import (
+    Topology,
     add_topology_option,
     read_input,
     report_error,
-    topology_devices,
+    topology,
     write_output,
 )
 from pmapc.tools.run_cmd import compile_module, prepare
@@ -68,10 +69,10 @@ def main(argv: list[str]) -> int:
     if text is None:
         return 1
     try:
-        devices = None if args.topology is None else topology_devices(args.topology)
-        ragged = ragged_form_for({devices[0].platform} if devices else ())
+        named = None if args.topology is None else topology(args.topology)
+        ragged = ragged_form_for({named.devices[0].platform} if named else ())
         compilation = compile_module(text, None, args.input, ragged=ragged)
-        result = plan_of(compilation, args.xla or devices is not None, devices)
+        result = plan_of(compilation, args.xla or named is not None, named)
     except (PmapcError, ValueError) as error:
         return report_error("pmapc plan", error, filename=args.input)
     write_output(
@@ -81,22 +82,18 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def plan_of(compilation, with_xla: bool, devices: list | None = None) -> plan.Plan:
+def plan_of(compilation, with_xla: bool, named: Topology | None = None) -> plan.Plan:
     """The plan of a compilation; `with_xla`: compiled for the mesh's devices (the
-    first of `devices` if given, else of this process), with what XLA runs for each
-    collective."""
+    first of the topology `named`, if given, else of this process), with what XLA
+    runs for each collective."""
     if not with_xla:
         return plan.plan_of(compilation.module)
-    if devices is None:
+    if named is None:
         executable = prepare(compilation, None)
     else:
         mesh = compilation.mesh
-        if len(devices) < mesh.size:
-            raise DeviceError(
-                f"the mesh {mesh} needs {mesh.size} devices, but the topology has "
-                f"{len(devices)}; name a larger one"
-            )
-        executable = driver.compile_for_devices(compilation, devices[: mesh.size])
+        devices = named.first(mesh.size, f"the mesh {mesh}", "name a larger one")
+        executable = driver.compile_for_devices(compilation, devices)
     hlo_text = xla.optimized_hlo_text(executable.loaded)
     return plan_xla.plan_with_xla(compilation.module, hlo_text)
 

@@ -46,14 +46,13 @@ from pmapc import ir
 from pmapc.errors import DeviceError, PmapcError, SourceLoc
 from pmapc.options import DEFAULT_GROUP_FORM, GroupForm
 from pmapc.passes import manager
-from pmapc.tools import opt, plan_cmd
+from pmapc.tools import common, opt, plan_cmd
 from pmapc.tools.common import (
     add_topology_option,
     option_metavar,
     option_type,
     report_error,
     stdout_to_stderr,
-    topology_devices,
     write_output,
 )
 from pmapc.tools.user_file import TraceInputError, load_function, user_code_error
@@ -171,7 +170,11 @@ def placing(count: int | None, topology: str | None):
         return folding(count)
     if count is not None and count < 1:
         raise DeviceError(f"--fold-onto needs a positive device count, got {count}")
-    return pmapc.fold_onto(topology_devices(topology, count))
+    named = common.topology(topology)
+    if count is None:
+        return pmapc.fold_onto(named.devices)
+    fix = f"fold onto at most {len(named.devices)}, or name a larger topology"
+    return pmapc.fold_onto(named.first(count, f"--fold-onto {count}", fix))
 
 
 def folding(count: int | None):

@@ -63,6 +63,30 @@ def test_plan_compiles_a_module_for_a_topology(capsys):
     assert "what XLA runs" in out and "all-reduce" in out
 
 
+def test_a_fold_larger_than_the_topology_names_the_fold(capsys):
+    devices_of("tpu:v5e:2x4")
+    argv = ["trace", QUICKSTART, "--arg", "f32[2,4,3]", "--topology", "tpu:v5e:2x4"]
+    code, out, err = run([*argv, "--fold-onto", "16"], capsys)
+    assert code == 1 and out == ""
+    assert err.strip() == (
+        "pmapc trace: error: --fold-onto 16 needs 16 devices, but the topology 'tpu:v5e:2x4' "
+        "has 8; fold onto at most 8, or name a larger topology"
+    )
+
+
+def test_a_mesh_larger_than_the_topology_names_the_mesh(capsys, tmp_path):
+    devices_of("tpu:v5e:2x4")
+    module = tmp_path / "nest_4x4.mlir"
+    traced = ["trace", QUICKSTART, "--arg", "f32[4,4,3]", "-o", str(module)]
+    assert run(traced, capsys)[0] == 0
+    code, out, err = run(["plan", str(module), "--topology", "tpu:v5e:2x4"], capsys)
+    assert code == 1 and out == ""
+    assert err.strip() == (
+        "pmapc plan: error: the mesh data=4xmodel=4 needs 16 devices, but the topology "
+        "'tpu:v5e:2x4' has 8; name a larger one"
+    )
+
+
 def test_an_unknown_topology_is_one_line(capsys):
     code, out, err = run(["plan", NESTED, "--topology", "tpu-v5e-2x4"], capsys)
     assert code == 1 and out == ""
