@@ -30,7 +30,7 @@ import pytest
 from jax import lax
 
 import pmapc
-from pmapc.compiler import hlo_collectives, plan_xla, targets
+from pmapc.compiler import hlo_collectives, plan_xla, runtime, targets
 from pmapc.mesh import Mesh
 
 BENCHMARKS = pathlib.Path(__file__).resolve().parents[2] / "benchmarks"
@@ -334,3 +334,48 @@ def test_a_sample_of_the_goldens(name):
         assert len(axes) <= len(plan.steps), program.name
         compiled_count += 1
     assert compiled_count >= 5
+
+
+# ----------------------------------------------------------------------------
+# The messages of a target that cannot be had, each by its text
+
+
+def test_a_gpu_model_without_a_target_config_names_those_pmapc_has():
+    with pytest.raises(pmapc.DeviceError) as raised:
+        targets.parse("gpu:a100:1x1x8")
+    assert str(raised.value) == (
+        "no GPU target config for 'a100' (target 'gpu:a100:1x1x8'); pmapc has h100"
+    )
+
+
+def test_a_topology_xla_refuses_names_the_target_and_the_forms():
+    devices_of("tpu:v5e:2x4")  # libtpu is here
+    with pytest.raises(pmapc.DeviceError) as raised:
+        targets.target_devices("tpu:v9z:2x2")
+    message = str(raised.value)
+    assert message.startswith("target 'tpu:v9z:2x2' is not a topology XLA can compile for: ")
+    assert message.endswith(f"; name one as PLATFORM:KIND:TOPOLOGY, e.g. {targets.EXAMPLES}")
+
+
+def test_xla_refusing_a_whole_topology_says_so():
+    devices = devices_of("tpu:v5e:2x4")
+    refusal = RuntimeError("UNIMPLEMENTED: no such layout\nmore of XLA's text")
+    assert runtime.refused_for_topology(devices, refusal) == (
+        "XLA:TPU refused to compile the nest for the topology: UNIMPLEMENTED: no such layout"
+    )
+
+
+def test_a_host_callback_for_a_gpu_topology_is_refused_at_its_line():
+    devices = devices_of(GPU_ONE_HOST)
+
+    def body(y):
+        jax.debug.print("{}", y)
+        return lax.psum(y, "model")
+
+    with pytest.raises(pmapc.UnsupportedError) as raised:
+        nest2(body, devices).lower(SDS((2, 4, 8), F32))
+    assert (
+        "JAX lowers it for a GPU with the GPU backend of this process, and a topology's "
+        "devices have none here" in str(raised.value)
+    )
+    assert raised.value.location.file == __file__
