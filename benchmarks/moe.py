@@ -24,24 +24,14 @@ communication plan (`Lowered.plan()`).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import pathlib
 import statistics
 import sys
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+from example_modules import load_example
 
-
-def load_example():
-    spec = importlib.util.spec_from_file_location("example_moe", ROOT / "examples" / "moe.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-moe = load_example()  # sets up the 8 CPU devices before JAX starts
+moe = load_example("moe")  # sets up the 8 CPU devices before JAX starts
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402

@@ -29,8 +29,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import functools
-import importlib.util
 import pathlib
 import statistics
 import sys
@@ -49,6 +47,7 @@ from jax.sharding import PartitionSpec as P  # noqa: E402
 import hlo_stats  # noqa: E402
 import pmapc  # noqa: E402
 import workloads  # noqa: E402
+from example_modules import load_example  # noqa: E402
 from pmapc.compiler.hlo_collectives import opcode_count  # noqa: E402
 from pmapc.compiler.plan import format_bytes  # noqa: E402
 
@@ -100,19 +99,6 @@ def from_workload(workload: workloads.Workload, devices: Sequence) -> Program:
         workload.shard_fn,
         abstract(workload.shard_args, mesh, workload.shard_in_specs),
     )
-
-
-@functools.cache
-def load_example(name: str):
-    """examples/<name>.py as a module (its `main` does not run; its
-    `pmapc.use_host_devices(8)` does, so every example is loaded when this module is,
-    before JAX starts its CPU backend)."""
-    path = ROOT / "examples" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"example_{name}", path)
-    assert spec is not None and spec.loader is not None, name
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 EXAMPLES = [load_example(name) for name in ("quickstart", "mlp_training", "moe")]

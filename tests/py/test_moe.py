@@ -5,9 +5,9 @@ devices."""
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import pathlib
+import sys
 from functools import partial
 
 import jax
@@ -19,15 +19,10 @@ import pmapc
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
-def load_example():
-    spec = importlib.util.spec_from_file_location("example_moe", ROOT / "examples" / "moe.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from example_modules import load_example  # noqa: E402
 
-
-moe = load_example()
+moe = load_example("moe")
 
 
 @partial(pmapc.pmap, axis_name="data", in_axes=(None, None, None, 0))
