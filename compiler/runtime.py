@@ -29,7 +29,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from pmapc import dialect, ir
 from pmapc.compiler import processes, xla
-from pmapc.errors import Category, DeviceError, ShapeError
+from pmapc.errors import Category, DeviceError, ShapeError, first_line
 from pmapc.lowering import jax_api, mesh_devices
 from pmapc.mesh import Mesh
 from pmapc.options import NATIVE_RAGGED_PLATFORMS, Target
@@ -314,13 +314,12 @@ def refused_for_topology(devices: Sequence[xla.Device], error: Exception) -> str
     """XLA's refusal to compile for some of a topology's devices, with the count it
     has (XLA:TPU on v5e compiles only for a whole slice)."""
     count = len(xla.client_of(devices).devices())
-    lines = str(error).strip().splitlines() or [type(error).__name__]
-    compiler = f"XLA:{devices[0].platform.upper()}"
+    compiler, reason = f"XLA:{devices[0].platform.upper()}", first_line(error)
     if len(devices) == count:
-        return f"{compiler} refused to compile the nest for the topology: {lines[0]}"
+        return f"{compiler} refused to compile the nest for the topology: {reason}"
     return (
         f"{compiler} refused to compile the nest for {len(devices)} of the topology's "
-        f"{count} devices: {lines[0]}; compile for the whole topology (a nest of {count} "
+        f"{count} devices: {reason}; compile for the whole topology (a nest of {count} "
         f"positions) or name a topology of {len(devices)} devices"
     )
 

@@ -37,7 +37,7 @@ from importlib import metadata
 import jax.errors
 from jax.experimental import topologies
 
-from pmapc.errors import DeviceError
+from pmapc.errors import DeviceError, first_line
 from pmapc.lowering import jax_api
 from pmapc.lowering.jax_api import Device
 
@@ -177,8 +177,8 @@ def _made(target: Target, make):
     try:
         return make()
     except (jax.errors.JaxRuntimeError, ValueError) as error:
-        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise DeviceError(
-            f"target '{target.name}' is not a topology XLA can compile for: {first}; "
+            f"target '{target.name}' is not a topology XLA can compile for: "
+            f"{first_line(error)}; "
             f"name one as PLATFORM:KIND:TOPOLOGY, e.g. {EXAMPLES}"
         ) from None

@@ -99,30 +99,33 @@ def _callbacks_refused(devices) -> str | None:
     return None
 
 
-def first_host_callback(jaxpr):
-    """The first host-callback equation of `jaxpr` or of a jaxpr inside it (None: none)."""
+def first_equation(jaxpr, matches):
+    """The first equation of `jaxpr`, or of a jaxpr inside it, depth first, for which
+    `matches(eqn)` holds (None: none does)."""
     for eqn in jaxpr.eqns:
-        if eqn.primitive in jax_api.HOST_CALLBACK_PRIMITIVES:
+        if matches(eqn):
             return eqn
         for sub in jax_api.jaxprs_in(eqn.params):
-            found = first_host_callback(sub)
+            found = first_equation(sub, matches)
             if found is not None:
                 return found
     return None
+
+
+def first_host_callback(jaxpr):
+    """The first host-callback equation of `jaxpr` or of a jaxpr inside it (None: none)."""
+    return first_equation(jaxpr, lambda eqn: eqn.primitive in jax_api.HOST_CALLBACK_PRIMITIVES)
 
 
 def nest_devices(jaxpr) -> list | None:
     """The devices of the first outermost map in `jaxpr` (a traced function around a
     nest) or a jaxpr inside it, in mesh order; None where there is none, or its mesh
     is abstract (too few devices to stage it on)."""
-    for eqn in jaxpr.eqns:
-        if eqn.primitive is primitives.map_p and isinstance(eqn.params["mesh"], JaxMesh):
-            return list(eqn.params["mesh"].devices.flat)
-        for sub in jax_api.jaxprs_in(eqn.params):
-            found = nest_devices(sub)
-            if found is not None:
-                return found
-    return None
+    eqn = first_equation(
+        jaxpr,
+        lambda eqn: eqn.primitive is primitives.map_p and isinstance(eqn.params["mesh"], JaxMesh),
+    )
+    return None if eqn is None else list(eqn.params["mesh"].devices.flat)
 
 
 def devices_for(mesh: Mesh, devices) -> list | None:

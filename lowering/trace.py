@@ -29,6 +29,7 @@ from pmapc.errors import (
     SourceLoc,
     UnsupportedError,
     did_you_mean,
+    first_line,
 )
 from pmapc.lowering import (
     divergence,
@@ -524,7 +525,7 @@ def collective_error(error: Exception) -> ShapeError:
     if explained is None:
         shape = jax_frames.refused_shape(error)
         explained = collective_shape_error(shape) if shape is not None else None
-    return explained or ShapeError(str(error).splitlines()[0])
+    return explained or ShapeError(first_line(error))
 
 
 def collective_shape_error(refused: jax_frames.RefusedShape) -> ShapeError | None:

@@ -97,6 +97,13 @@ class DiagnosticError(PmapcError):
         return "\n".join(d.render(filename) for d in self.diagnostics)
 
 
+def first_line(error: BaseException) -> str:
+    """The first line of `error`'s message (another library's, quoted in one of
+    pmapc's), or its class's name where it has none."""
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__
+
+
 def did_you_mean(name: Hashable, candidates: Sequence[Hashable]) -> str:
     """`; did you mean 'model'?` when the axis name `name` is a near miss of one of
     `candidates` (the closest, by difflib's ratio), else ''."""
