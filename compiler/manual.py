@@ -14,6 +14,7 @@ import numpy as np
 
 from pmapc import dialect, hlo, ir
 from pmapc.mesh import Mesh
+from pmapc.passes import patterns
 from pmapc.rewriter import unobserved
 
 Split = Sequence[Sequence[str]]  # per dimension, the mesh axes it is split over
@@ -23,18 +24,9 @@ def all_manual(module: ir.Module) -> ir.Module:
     """`module` with its `@main` wrapped in a manual computation over the whole mesh."""
     mesh = dialect.mesh_of(module)
     main = ir.functions(module)["main"]
-    function_type = ir.function_type(main)
-    splits = {
-        kind: [
-            dialect.read_split(
-                ir.get_arg_attr(main, kind, index, dialect.SPLIT_ATTR), len(ir.shape_of(type_))
-            )
-            for index, type_ in enumerate(types)
-        ]
-        for kind, types in (("arg", function_type.inputs), ("res", function_type.results))
-    }
+    arg_splits, result_splits = (patterns.entry_splits(main, kind) for kind in ("arg", "res"))
     return all_manual_module(
-        module, list(zip(mesh.axis_names, mesh.axis_sizes)), splits["arg"], splits["res"]
+        module, list(zip(mesh.axis_names, mesh.axis_sizes)), arg_splits, result_splits
     )
 
 

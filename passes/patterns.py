@@ -175,6 +175,15 @@ def repeat_until_unchanged(sweep: Callable[[], bool]) -> bool:
     return changed
 
 
+def entry_splits(function: ir.Operation, kind: str) -> list[tuple[tuple[str, ...], ...]]:
+    """The `pmapc.split` of each argument (kind="arg") or result ("res") of an entry
+    function, the attributes read in one pass, each by its rank in the signature."""
+    function_type = ir.function_type(function)
+    types = function_type.inputs if kind == "arg" else function_type.results
+    attrs = ir.arg_attr_column(function, kind, dialect.SPLIT_ATTR)
+    return [dialect.read_split(attr, len(ir.shape_of(t))) for attr, t in zip(attrs, types)]
+
+
 class Splits:
     """The `pmapc.split` of each argument (kind="arg") or result (kind="res") of
     @main, read once, when first asked (where nothing can be split further, not
@@ -190,13 +199,8 @@ class Splits:
     @property
     def splits(self) -> list[list[list[str]]]:
         if self._splits is None:
-            function_type = ir.function_type(self.main)
-            types = function_type.inputs if self.kind == "arg" else function_type.results
-            attrs = ir.arg_attr_column(self.main, self.kind, dialect.SPLIT_ATTR)
-            self._splits = [
-                [list(axes) for axes in dialect.read_split(attr, len(ir.shape_of(type_)))]
-                for attr, type_ in zip(attrs, types)
-            ]
+            found = entry_splits(self.main, self.kind)
+            self._splits = [[list(axes) for axes in split] for split in found]
         return self._splits
 
     def split_over(self, index: int, dim: int, axis: str) -> bool:

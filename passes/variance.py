@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from pmapc import dialect, hlo, ir
 from pmapc import variance_rules as rules
 from pmapc.mesh import Mesh
+from pmapc.passes import patterns
 
 Axes = frozenset[str]
 UNIFORM: Axes = frozenset()
@@ -85,17 +86,8 @@ class _Analysis:
         self.active: set[tuple[str, tuple[Axes, ...]]] = set()
 
     def _entry_arguments(self, function: ir.Operation) -> list[Axes]:
-        types = ir.function_type(function).inputs
-        return [
-            frozenset(
-                axis
-                for dim in dialect.read_split(
-                    ir.get_arg_attr(function, "arg", index, dialect.SPLIT_ATTR), len(ir.shape_of(t))
-                )
-                for axis in dim
-            )
-            for index, t in enumerate(types)
-        ]
+        splits = patterns.entry_splits(function, "arg")
+        return [frozenset(axis for dim in split for axis in dim) for split in splits]
 
     def run(self) -> None:
         if "main" in self.functions:
