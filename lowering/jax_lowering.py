@@ -20,6 +20,7 @@ from jax.interpreters import mlir as _mlir_public
 
 from pmapc import ir
 from pmapc.lowering.jax_api import (
+    JAX_VERSION,
     SINCE_0_11,
     ClosedJaxpr,
     Jaxpr,
@@ -27,6 +28,16 @@ from pmapc.lowering.jax_api import (
     current_source_info,
     new_jaxpr_eqn,
 )
+
+# How JAX's lowering looks up a hoisted constant (a captured array, with
+# `jax_use_simplified_jaxpr_constants`) among a function's lowered ones: by the
+# array's id and abstract value up to 0.12.0.1, by its id alone from 0.12.1. A key
+# of the other form is never found, and the constant is lowered again where used.
+CONSTANTS_KEYED_BY_ID = JAX_VERSION >= (0, 12, 1)
+
+
+def _const_key(value, aval) -> Any:
+    return id(value) if CONSTANTS_KEYED_BY_ID else (id(value), aval)
 
 
 def register_lowering(primitive, rule, *, cacheable: bool = True) -> None:
@@ -94,12 +105,14 @@ def lower_function(module_context, name: str, closed: ClosedJaxpr, main: bool = 
     loc = _mlir_private.source_info_to_location(ctx, None, name_stack, traceback)
     jaxpr = closed.jaxpr
     with ir.InsertionPoint(entry), loc:
-        const_lowering: dict[tuple[int, Any], Any] = {
-            (id(value), aval): _mlir_public.ir_constant(value, aval=aval)
+        const_lowering: dict[Any, Any] = {
+            _const_key(value, aval): _mlir_public.ir_constant(value, aval=aval)
             for value, aval in _core.jaxpr_const_args(jaxpr)
         }
+        # A constant of the closed jaxpr that JAX hoists is the same value (one op).
         constants = {
-            id(value): _mlir_public.ir_constant(value, aval=var.aval)
+            id(value): const_lowering.get(_const_key(value, var.aval))
+            or _mlir_public.ir_constant(value, aval=var.aval)
             for value, var in zip(closed.consts, jaxpr.constvars)
         }
         outputs, _ = _mlir_private.jaxpr_subcomp(

@@ -471,12 +471,18 @@ def test_a_program_on_a_mesh_is_lowered_as_jaxs_shard_map_lowers_it():
     )
 
 
+@pytest.mark.parametrize("size", [3, 512], ids=["embedded", "hoisted"])
+@pytest.mark.parametrize("table_of", [np.asarray, jnp.asarray], ids=["numpy", "jax"])
 @pytest.mark.parametrize("main", [True, False], ids=["main", "private"])
-def test_a_function_is_lowered_as_jaxs_lower_jaxpr_to_fun_lowers_it(main):
+def test_a_function_is_lowered_as_jaxs_lower_jaxpr_to_fun_lowers_it(
+    main, table_of, size, jaxpr_constants
+):
     """`jax_lowering.lower_function`, pmapc's builder of the functions of its IR, makes
     the function JAX's `lower_jaxpr_to_fun` makes of the same jaxpr, locations
-    included: closed-over constants, a typed PRNG key, a call, several results."""
-    table = np.arange(3.0, dtype=np.float32)
+    included: closed-over constants (numpy's and JAX's arrays; a large one is hoisted
+    under `jax_use_simplified_jaxpr_constants`, and found again by the key of the
+    running release), a typed PRNG key, a call, several results."""
+    table = table_of(np.arange(size, dtype=np.float32))
 
     @jax.jit
     def inner(v):
@@ -485,8 +491,10 @@ def test_a_function_is_lowered_as_jaxs_lower_jaxpr_to_fun_lowers_it(main):
     def f(v, key):
         return inner(jnp.sin(v)) + table, jax.random.key_data(key), v.sum()
 
-    closed = jax.make_jaxpr(f)(np.ones(3, np.float32), jax.random.key(0))
-    assert closed.consts, "the jaxpr closes over the table"
+    closed = jax.make_jaxpr(f)(np.ones(size, np.float32), jax.random.key(0))
+    # The table is a constant of the closed jaxpr (with the flag on, before 0.12.1, a
+    # literal of its equations instead).
+    assert closed.consts or jaxpr_constants, closed
     texts = {}
     probe = jax_api.Primitive("pmapc_test_functions")
     probe.def_abstract_eval(lambda aval: aval)
