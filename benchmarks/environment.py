@@ -6,6 +6,7 @@ benchmarks/tables.py prints the stamp above each table of benchmarks/README.md."
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import platform
 import subprocess
@@ -47,3 +48,9 @@ def environment(**extra) -> dict:
         "command": " ".join(["python", *sys.argv]),
         **extra,
     }
+
+
+def write_results(path: Path, settings: dict, **results) -> None:
+    """A benchmark's results file: `results` beside the stamp of this run (with the
+    benchmark's `settings`), which benchmarks/tables.py renders."""
+    path.write_text(json.dumps({"environment": environment(**settings), **results}, indent=1))

@@ -16,7 +16,6 @@ per-round ratios folded/vmap. Target: at most 1.10.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -102,8 +101,7 @@ def table(rows: list[dict]) -> str:
         folded, vmap = row["folded"], row["vmap"]
         lines.append(
             f"| {row['workload']} | {row['devices']} | {folded['median_s'] * 1e3:.2f} "
-            f"| {vmap['median_s'] * 1e3:.2f} | {folded['ratio_median']:.2f} "
-            f"({folded['ratio_p10']:.2f}-{folded['ratio_p90']:.2f}) |"
+            f"| {vmap['median_s'] * 1e3:.2f} | {timing.ratio_cell(folded)} |"
         )
     return "\n".join(lines)
 
@@ -119,8 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Folded pmapc against nested jax.vmap, medians of {rounds} rounds")
     print(table(rows))
     if args.json:
-        stamp = environment.environment(warmup=warmup, rounds=rounds)
-        args.json.write_text(json.dumps({"environment": stamp, "rows": rows}, indent=1))
+        environment.write_results(args.json, {"warmup": warmup, "rounds": rounds}, rows=rows)
     return 0
 
 

@@ -24,7 +24,6 @@ communication plan (`Lowered.plan()`).
 from __future__ import annotations
 
 import argparse
-import json
 import pathlib
 import statistics
 import sys
@@ -127,8 +126,7 @@ def table(rows: list[dict]) -> str:
         ragged, padded, peer = row["ragged"], row["padded pmapc"], row["padded shard_map"]
         lines.append(
             f"| {row['tokens']} | {ragged['median_s'] * 1e3:.2f} | {padded['median_s'] * 1e3:.2f} "
-            f"| {peer['median_s'] * 1e3:.2f} | {ragged['ratio_median']:.2f} "
-            f"({ragged['ratio_p10']:.2f}-{ragged['ratio_p90']:.2f}) "
+            f"| {peer['median_s'] * 1e3:.2f} | {timing.ratio_cell(ragged)} "
             f"| {ragged['vs_padded_pmapc']:.2f} "
             f"| {ragged['sent_bytes'] / 1024:.1f} / {padded['sent_bytes'] / 1024:.1f} KiB |"
         )
@@ -144,8 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = [measure(int(t), args.rounds) for t in args.tokens.split(",")]
     print(table(rows))
     if args.json:
-        stamp = environment.environment(tokens=args.tokens, rounds=args.rounds)
-        args.json.write_text(json.dumps({"environment": stamp, "rows": rows}, indent=1))
+        settings = {"tokens": args.tokens, "rounds": args.rounds}
+        environment.write_results(args.json, settings, rows=rows)
     return 0
 
 

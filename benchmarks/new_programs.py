@@ -422,10 +422,13 @@ def main(argv: list[str] | None = None) -> int:
         results = children_rounds(sizes, args.count, args.rounds)
         print(table(results, sizes, args.count))
     if args.json:
-        stamp = environment.environment(
-            sizes=sizes, count=args.count, rounds=args.rounds, interleaved=args.interleaved
-        )
-        args.json.write_text(json.dumps({"environment": stamp, "results": results}, indent=1))
+        settings = {
+            "sizes": sizes,
+            "count": args.count,
+            "rounds": args.rounds,
+            "interleaved": args.interleaved,
+        }
+        environment.write_results(args.json, settings, results=results)
     return 0
 
 

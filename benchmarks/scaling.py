@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import statistics
 import sys
 import time
@@ -424,8 +423,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown series {unknown[0]!r}; choose from {', '.join(SIZES)}")
     results = run(names, args.quick, 1 if args.quick else args.repetitions)
     if args.json:
-        stamp = environment.environment(quick=args.quick, repetitions=args.repetitions)
-        args.json.write_text(json.dumps({"environment": stamp, "series": results}, indent=1))
+        settings = {"quick": args.quick, "repetitions": args.repetitions}
+        environment.write_results(args.json, settings, series=results)
     return 0
 
 

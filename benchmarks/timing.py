@@ -95,3 +95,8 @@ def seconds(function: Callable, *args) -> tuple[float, object]:
     start = time.perf_counter()
     result = function(*args)
     return time.perf_counter() - start, result
+
+
+def ratio_cell(entry: dict) -> str:
+    """A summary entry's median ratio and its 10th-90th percentiles: `1.02 (0.95-1.10)`."""
+    return f"{entry['ratio_median']:.2f} ({entry['ratio_p10']:.2f}-{entry['ratio_p90']:.2f})"
