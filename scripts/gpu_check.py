@@ -34,9 +34,9 @@ import dataclasses
 import functools
 import json
 import os
-import re
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -125,25 +125,19 @@ def collectives_summary(hlo_text: str, device_count: int) -> str:
     return "; ".join([", ".join(parts) or "no collectives", *hlo_stats.describe_loops(parsed)])
 
 
-FOLDED_ROW = re.compile(
-    r"^(?P<name>.+?)\s+(?P<count>\d+)\s+(?P<folded>\d+\.\d+)\s+(?P<vmap>\d+\.\d+)"
-    r"\s+(?P<ratio>\d+\.\d+)\s+(?P<p10>\d+\.\d+)-(?P<p90>\d+\.\d+)$"
-)
-
-
-def parse_folded(stdout: str) -> list[Row]:
-    """The rows of benchmarks/folded.py's table as check 3's rows."""
+def folded_rows(results: dict) -> list[Row]:
+    """The rows of benchmarks/folded.py's results file (`--json`) as check 3's rows."""
     rows = []
-    for match in map(FOLDED_ROW.match, stdout.splitlines()):
-        if match is None:
-            continue
+    for found in results["rows"]:
+        folded, vmap = found["folded"], found["vmap"]
         rows.append(
             Row(
                 "3 folded vs vmap",
-                f"{match['name']} folded onto {match['count']} device(s)",
-                f"folded {match['folded']} ms",
-                f"nested jax.vmap {match['vmap']} ms",
-                f"ratio {match['ratio']} (p10-p90 {match['p10']}-{match['p90']})",
+                f"{found['workload']} folded onto {found['devices']} device(s)",
+                f"folded {folded['median_s'] * 1e3:.2f} ms",
+                f"nested jax.vmap {vmap['median_s'] * 1e3:.2f} ms",
+                f"ratio {folded['ratio_median']:.2f} "
+                f"(p10-p90 {folded['ratio_p10']:.2f}-{folded['ratio_p90']:.2f})",
             )
         )
     return rows
@@ -357,9 +351,12 @@ def check_aot_compile(quick: bool) -> list[Row]:
 
 def check_folded(quick: bool) -> list[Row]:
     """benchmarks/folded.py's W1-W3 folded onto one device against nested vmap."""
-    command = [sys.executable, str(ROOT / "benchmarks" / "folded.py"), "--counts", "1"]
-    stdout, failure = run_child([*command, *(["--quick"] if quick else [])], CHILD_TIMEOUT_S)
-    rows = parse_folded(stdout)
+    with tempfile.TemporaryDirectory() as folder:
+        results = Path(folder) / "folded.json"
+        command = [sys.executable, str(ROOT / "benchmarks" / "folded.py"), "--counts", "1"]
+        command += ["--json", str(results), *(["--quick"] if quick else [])]
+        _, failure = run_child(command, CHILD_TIMEOUT_S)
+        rows = folded_rows(json.loads(results.read_text())) if results.exists() else []
     if failure is not None or not rows:
         why = failure or "it printed no rows"
         ran = "benchmarks/folded.py --counts 1"

@@ -48,14 +48,29 @@ HLO = textwrap.dedent(
     """  # noqa: E501
 )
 
+
 # What benchmarks/folded.py prints (its header, two rows, its target line).
-FOLDED_OUTPUT = """\
-Folded pmapc against nested jax.vmap, medians of 7 rounds (ratio: folded/vmap)
-workload                 devices  folded ms    vmap ms  ratio  p10-p90
-W1 mlp 2x4                     1      11.30      11.91   0.92  0.91-1.08
-W3 fori 200 psums 2x4          1       0.02       0.02   1.08  1.04-1.34
-Target: folded/vmap <= 1.10 on every workload and count: worst 1.08, met
-"""
+def _folded(workload: str, folded_ms: float, vmap_ms: float, ratio, p10, p90) -> dict:
+    """One row of benchmarks/folded.py's results file."""
+    return {
+        "workload": workload,
+        "devices": 1,
+        "folded": {
+            "median_s": folded_ms / 1e3,
+            "ratio_median": ratio,
+            "ratio_p10": p10,
+            "ratio_p90": p90,
+        },
+        "vmap": {"median_s": vmap_ms / 1e3},
+    }
+
+
+FOLDED_RESULTS = {
+    "rows": [
+        _folded("W1 mlp 2x4", 11.30, 11.91, 0.92, 0.91, 1.08),
+        _folded("W3 fori 200 psums 2x4", 0.02, 0.02, 1.08, 1.04, 1.34),
+    ]
+}
 
 
 # ----------------------------------------------------------------------------
@@ -132,8 +147,8 @@ def test_collectives_summary_of_a_program_without_collectives():
     assert gpu_check.collectives_summary(text, 8) == "no collectives"
 
 
-def test_folded_rows_are_read_from_folded_py_output():
-    rows = gpu_check.parse_folded(FOLDED_OUTPUT)
+def test_folded_rows_are_read_from_folded_py_results():
+    rows = gpu_check.folded_rows(FOLDED_RESULTS)
     assert [row.ran for row in rows] == [
         "W1 mlp 2x4 folded onto 1 device(s)",
         "W3 fori 200 psums 2x4 folded onto 1 device(s)",
