@@ -4,6 +4,7 @@ hand, or results committed without their table, fail here."""
 
 from __future__ import annotations
 
+import difflib
 import pathlib
 import re
 import sys
@@ -17,8 +18,9 @@ import tables  # noqa: E402
 
 def test_every_table_is_rendered_from_its_results():
     text = tables.README.read_text()
-    _, changed = tables.regenerate(text)
-    assert changed == [], "run `python benchmarks/tables.py` and commit README.md"
+    rendered, changed = tables.regenerate(text)
+    diff = difflib.unified_diff(text.splitlines(), rendered.splitlines(), lineterm="", n=1)
+    assert changed == [], "run `python benchmarks/tables.py`:\n" + "\n".join(list(diff)[:40])
 
 
 def test_every_table_of_the_readme_is_known_and_every_known_table_is_there():
