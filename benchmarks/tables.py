@@ -81,14 +81,10 @@ def scaling_series(scaling: dict) -> str:
 
     parts = []
     for series, found in scaling["series"].items():
-        rows = {_size(key): row for key, row in found["rows"].items()}
+        # A size as scaling.py keyed it: a count, or a mesh shape (its key's text).
+        rows = {ast.literal_eval(key): row for key, row in found["rows"].items()}
         parts.append(bench.table(series, rows, found["exponents"]).strip())
     return "\n\n".join(parts)
-
-
-def _size(key: str):
-    """A size as `scaling.py` keyed it: a count, or a mesh shape (its JSON key's text)."""
-    return ast.literal_eval(key)
 
 
 def new_programs(found: dict) -> str:
@@ -127,7 +123,7 @@ TABLES: dict[str, tuple[str, Callable[[dict], str]]] = {
 # The targets, read from the same results
 
 
-def targets(_: dict | None = None) -> str:
+def targets() -> str:
     """Each target, its threshold, the current value and whether it is met."""
     run, scaling, fresh = load("run.json"), load("scaling.json"), load("new_programs.json")
     rows = []
@@ -138,7 +134,8 @@ def targets(_: dict | None = None) -> str:
     dispatch = run["dispatch"]["ready"]["pmapc"]["ratio_median"]
     rows.append(("warm call of a tiny step, until ready", 1.05, dispatch))
     sizes = run["compile_scaling"]["sizes"]
-    rows.append(("W4 1,000: own stages / shard_map trace + lower", 1.15, _own(sizes, "1000")))
+    own = sizes["1000"]["own_over_shard_map"]
+    rows.append(("W4 1,000: own stages / shard_map trace + lower", 1.15, own))
     for name, found in scaling["series"].items():
         exponents = {
             column: value
@@ -164,10 +161,6 @@ def targets(_: dict | None = None) -> str:
         met = "yes" if value <= limit else "no"
         lines.append(f"| {what} | ≤ {limit:.2f} | {value:.2f} | {met} |")
     return "\n".join(lines)
-
-
-def _own(sizes: dict, count: str) -> float:
-    return sizes[count]["own_over_shard_map"]
 
 
 def render(name: str) -> str:

@@ -26,16 +26,23 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 def called_collective(tb) -> tuple[str, tuple[str, int] | None] | None:
     """(the `jax.lax` function the user called, the user's (file, line) that called it)
     when a traceback went through JAX's collectives module; else None."""
-    collectives_file = _parallel.__file__
+    frame, where = _collective_frame(tb)
+    return None if frame is None else (frame.f_code.co_name, where)
+
+
+def _collective_frame(tb):
+    """(the first frame of JAX's collectives module a traceback went through, which
+    is the `jax.lax` function the user called; the user's (file, line) that called
+    it), or (None, None) where it went through none."""
     where = None
     while tb is not None:
         code = tb.tb_frame.f_code
-        if code.co_filename == collectives_file:
-            return code.co_name, where
+        if code.co_filename == _parallel.__file__:
+            return tb.tb_frame, where
         if is_user_file(code.co_filename):
             where = (code.co_filename, tb.tb_lineno)
         tb = tb.tb_next
-    return None
+    return None, None
 
 
 def user_line(eqn) -> tuple[str, int] | None:
@@ -143,16 +150,11 @@ def called_with_index_groups(error: Exception) -> RefusedIndexGroups | None:
     groups of several sizes binds its primitive with a traced `axis_size` (its
     `psum(1, ...)` is no longer a constant there), which `bind` refuses as an
     unhashable parameter."""
-    tb = error.__traceback__
-    while tb is not None:
-        frame = tb.tb_frame
-        if frame.f_code.co_filename == _parallel.__file__:
-            groups = frame.f_locals.get("axis_index_groups")
-            if groups is None:
-                return None
-            return RefusedIndexGroups(frame.f_code.co_name, frame.f_locals.get("axis_name"), groups)
-        tb = tb.tb_next
-    return None
+    frame, _ = _collective_frame(error.__traceback__)
+    if frame is None or frame.f_locals.get("axis_index_groups") is None:
+        return None
+    groups = frame.f_locals["axis_index_groups"]
+    return RefusedIndexGroups(frame.f_code.co_name, frame.f_locals.get("axis_name"), groups)
 
 
 @dataclasses.dataclass(frozen=True)
