@@ -113,13 +113,17 @@ def fill_of(value: ir.Value) -> ir.Operation | None:
     """The op that makes `value` the same at every position: a broadcast scalar or a
     splat constant; else None."""
     producer = defining_op(value)
-    if producer is None:
-        return None
-    if producer.name == "stablehlo.broadcast_in_dim":
-        return producer if not ir.shape_of(producer.operands[0].type) else None
-    if producer.name == "stablehlo.constant":
-        return producer if ir.splat_value(producer.attributes["value"]) is not None else None
-    return None
+    return producer if producer is not None and is_fill(producer) else None
+
+
+def is_fill(op: ir.Operation) -> bool:
+    """Whether `op` makes a value the same at every position (see `fill_of`)."""
+    name = op.name
+    if name == "stablehlo.broadcast_in_dim":
+        return not ir.shape_of(op.operands[0].type)
+    if name == "stablehlo.constant":
+        return ir.splat_value(op.attributes["value"]) is not None
+    return False
 
 
 def fill_like(b: Builder, value: ir.Value, shape: Sequence[int]) -> ir.Value:

@@ -92,3 +92,53 @@ func.func @squeeze_stops_where_shapes_matter(%x: tensor<1x8xf32>, %y: tensor<8xf
   %2 = stablehlo.reduce(%0 init: %zero) applies stablehlo.add across dimensions = [0] : (tensor<8xf32>, tensor<f32>) -> tensor<f32>
   return %1, %2 : tensor<8xf32>, tensor<f32>
 }
+
+// -----
+
+// A squeeze of an op the first squeeze passes (a chain of squeezes) passes the
+// ops below it too, on the first squeeze's block: every op computes on the block,
+// and the reshape that gives the dimensions back goes.
+// CHECK-LABEL: func.func @squeezes_of_lifted_values_pass_too
+// CHECK-NOT: stablehlo.reshape
+// CHECK: %[[M:.*]] = stablehlo.multiply %arg0, %{{.*}} : tensor<1x1x8xf32>
+// CHECK: %[[R:.*]] = "stablehlo.all_reduce"(%[[M]])
+// CHECK: }) : (tensor<1x1x8xf32>) -> tensor<1x1x8xf32>
+// CHECK-NEXT: return %[[R]] : tensor<1x1x8xf32>
+func.func @squeezes_of_lifted_values_pass_too(%x: tensor<1x1x8xf32>) -> tensor<1x1x8xf32> {
+  %0 = stablehlo.reshape %x : (tensor<1x1x8xf32>) -> tensor<1x8xf32>
+  %c = stablehlo.constant dense<3.0> : tensor<1x8xf32>
+  %1 = stablehlo.multiply %0, %c : tensor<1x8xf32>
+  %2 = stablehlo.reshape %1 : (tensor<1x8xf32>) -> tensor<8xf32>
+  %3 = "stablehlo.all_reduce"(%2) ({
+  ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+    %s = stablehlo.add %a, %b : tensor<f32>
+    stablehlo.return %s : tensor<f32>
+  }) {replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>} : (tensor<8xf32>) -> tensor<8xf32>
+  %4 = stablehlo.reshape %3 : (tensor<8xf32>) -> tensor<1x1x8xf32>
+  return %4 : tensor<1x1x8xf32>
+}
+
+// -----
+
+// A fill that an op the squeeze cannot pass uses too stays for it, and is made
+// again in the block's shape for the op the squeeze passes; a value of the lifted
+// ops that an op outside them uses is squeezed once, right after the op that makes
+// it, for that op alone.
+// CHECK-LABEL: func.func @shared_fills_and_values_squeezed_at_the_boundary
+// CHECK: %[[C:.*]] = stablehlo.constant dense<2.000000e+00> : tensor<8xf32>
+// CHECK-NEXT: %[[CB:.*]] = stablehlo.constant dense<2.000000e+00> : tensor<1x8xf32>
+// CHECK: %[[A:.*]] = stablehlo.add %arg0, %[[CB]] : tensor<1x8xf32>
+// CHECK-NEXT: %[[S:.*]] = stablehlo.reshape %[[A]] : (tensor<1x8xf32>) -> tensor<8xf32>
+// CHECK-NEXT: %[[E:.*]] = stablehlo.exponential %[[A]] : tensor<1x8xf32>
+// CHECK: %[[R:.*]] = stablehlo.reduce(%[[S]] init:
+// CHECK: return %[[E]], %[[R]], %[[C]]
+func.func @shared_fills_and_values_squeezed_at_the_boundary(%x: tensor<1x8xf32>) -> (tensor<1x8xf32>, tensor<f32>, tensor<8xf32>) {
+  %0 = stablehlo.reshape %x : (tensor<1x8xf32>) -> tensor<8xf32>
+  %c = stablehlo.constant dense<2.0> : tensor<8xf32>
+  %1 = stablehlo.add %0, %c : tensor<8xf32>
+  %2 = stablehlo.exponential %1 : tensor<8xf32>
+  %3 = stablehlo.reshape %2 : (tensor<8xf32>) -> tensor<1x8xf32>
+  %zero = stablehlo.constant dense<0.0> : tensor<f32>
+  %4 = stablehlo.reduce(%1 init: %zero) applies stablehlo.add across dimensions = [0] : (tensor<8xf32>, tensor<f32>) -> tensor<f32>
+  return %3, %4, %c : tensor<1x8xf32>, tensor<f32>, tensor<8xf32>
+}
