@@ -9,6 +9,10 @@ costs today: the test names it.
 
 The sizes: mapped arguments and results, float constants hoisted from a body,
 the layers of a training step, the depth of a nest, and the mesh's positions.
+
+A linear pass can still cost too much per op: each pass's calls into the IR adapter
+and the rewriter, per op the program grows by, stay under a fixed count
+(`ENTRIES_PER_OP`).
 """
 
 from __future__ import annotations
@@ -26,8 +30,10 @@ import numpy as np
 from jax import lax
 
 import pmapc
+from pmapc import ir
 from pmapc import mesh as mesh_math
-from pmapc.passes import lower_collectives
+from pmapc.compiler import pipeline
+from pmapc.passes import lower_collectives, manager
 
 # A function whose calls grow by more than this times the program's growth (and that
 # is called at least `MIN_CALLS` times at the larger size) grows faster than linearly.
@@ -141,9 +147,9 @@ def test_captured_arrays(jaxpr_constants):
     assert faster_than_linear(jit_captured_arrays(40), jit_captured_arrays(160), 4) == []
 
 
-def jit_training_step(layers: int) -> Callable[[], object]:
+def training_step(layers: int) -> tuple[Callable, tuple]:
     """A `layers`-deep MLP's SGD step: a psum over 'model' in the loss, a pmean over
-    'data' of every gradient."""
+    'data' of every gradient; with its arguments."""
 
     def step(params, x):
         def loss(params):
@@ -156,8 +162,12 @@ def jit_training_step(layers: int) -> Callable[[], object]:
         return jax.tree.map(lambda p, g: p - 0.01 * g, params, grads)
 
     params = [{"w": w, "b": b} for w, b in zip(blocks(layers, 4, 4), blocks(layers, 4))]
-    x = blocks(1, 2, 4)[0]
-    return lambda: jax.jit(nest(step)).lower(params, x)
+    return nest(step), (params, blocks(1, 2, 4)[0])
+
+
+def jit_training_step(layers: int) -> Callable[[], object]:
+    function, args = training_step(layers)
+    return lambda: jax.jit(function).lower(*args)
 
 
 def test_training_step_layers():
@@ -235,3 +245,89 @@ def test_permutations_list_their_pairs_once(monkeypatch):
     table = pmapc.lower(function, x).plan().table()
     assert "8192 pairs" in table
     assert enumerated.ids == 8192
+
+
+# The calls into the IR adapter (pmapc/ir/) and the rewriter that a pass may make for
+# each op the program grows by: a look at the op, its operands and uses, a new type.
+ENTRIES_PER_OP = 4
+ADAPTER = (PACKAGE / "pmapc" / "ir", PACKAGE / "pmapc" / "rewriter.py")
+
+
+def in_adapter(file: str) -> bool:
+    path = pathlib.Path(file)
+    return any(path == part or part in path.parents for part in ADAPTER)
+
+
+def adapter_entries(profile: cProfile.Profile) -> int:
+    """The calls of the adapter's functions from outside it (a pass's, a helper's):
+    each is one or more calls into jaxlib's MLIR bindings."""
+    stats = pstats.Stats(profile).stats  # pyright: ignore[reportAttributeAccessIssue]
+    return sum(
+        counts[1]
+        for function, entry in stats.items()
+        if in_adapter(function[0])
+        for caller, counts in entry[4].items()
+        if not in_adapter(caller[0])
+    )
+
+
+def entries_of_each_pass(function: Callable, args: tuple) -> dict[str, tuple[int, int]]:
+    """Each of pmapc's passes of the default pipeline, run on the pmapc IR of
+    `function(*args)`: the ops of the module it found, and its adapter entries."""
+    text = pmapc.lower(function, *args).as_text("pmapc")
+    module = ir.parse_module(text, ir.make_context())
+    passes = [p for p in pipeline.default_pipeline() if not isinstance(p, manager.UpstreamPass)]
+    found: dict[str, tuple[int, int]] = {}
+    window = [len(ir.walk(module.operation)), cProfile.Profile()]
+
+    def after(pass_, _) -> None:
+        ops, profile = window
+        profile.disable()
+        found[pass_.name] = (ops, adapter_entries(profile))
+        window[:] = [len(ir.walk(module.operation)), cProfile.Profile()]
+        window[1].enable()
+
+    gc.disable()
+    try:
+        window[1].enable()
+        manager.run_passes(module, passes, after_pass=after, verify_each=False)
+        window[1].disable()
+    finally:
+        gc.enable()
+    return found
+
+
+def chain(count: int) -> tuple[Callable, tuple]:
+    """`count` psums alternating the axes, each times 0.5 (W4's chain, one literal)."""
+
+    def body(x):
+        for index in range(count):
+            x = lax.psum(x, "data" if index % 2 == 0 else "model") * 0.5
+        return x
+
+    return nest(body), (blocks(1, 8)[0],)
+
+
+def costly_per_op(small: tuple[Callable, tuple], large: tuple[Callable, tuple]) -> list[str]:
+    """The passes whose adapter entries grow by more than `ENTRIES_PER_OP` an op from
+    `small` to `large`, each with its entries and ops at both sizes."""
+    before, after = entries_of_each_pass(*small), entries_of_each_pass(*large)
+    found = []
+    for name, (ops, entries) in after.items():
+        small_ops, small_entries = before[name]
+        per_op = (entries - small_entries) / max(ops - small_ops, 1)
+        if per_op > ENTRIES_PER_OP:
+            found.append(
+                f"{name}: {small_entries} -> {entries} adapter calls for {small_ops} -> {ops} "
+                f"ops ({per_op:.1f} an op)"
+            )
+    return found
+
+
+def test_each_pass_costs_a_few_adapter_calls_an_op():
+    """Each pass's calls into the IR adapter and the rewriter (`ENTRIES_PER_OP`), per op
+    a chain of psums or an MLP's layers grow the module by: a pass that moves a
+    value down a chain one op at a time, building and erasing an op at each step,
+    fails here though its work grows linearly."""
+    assert costly_per_op(chain(100), chain(400)) == []
+    assert costly_per_op(training_step(5), training_step(20)) == []
