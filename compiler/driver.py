@@ -86,11 +86,12 @@ class Compilation:
         """Stage name -> IR text: "pmapc", each pass, and "stablehlo" (the result)."""
         return {stage: self.stage_text(stage) for stage in self.stage_names}
 
-    def plan(self):
-        """The communication plan of the compiled module (compiler/plan.py)."""
+    def plan(self, devices=None):
+        """The communication plan of the compiled module (compiler/plan.py); with the
+        devices it runs on, its bytes inside and between hosts and slices."""
         from pmapc.compiler import plan  # plan reads what the driver produces
 
-        return plan.plan_of(self.module)
+        return plan.plan_of(self.module, devices)
 
     def traced_with_locations(self) -> str:
         """The traced pmapc IR with its locations (the user's files and lines)."""

@@ -14,6 +14,15 @@ forms, as device ids (one row per group):
   factor of size 2.
 
 A collective-permute's `source_target_pairs={{0,1},...}` are read as its rows.
+
+A program for several TPU slices is one slice's: its devices are numbered inside
+the slice (`num_partitions` counts one slice's), and what crosses slices is a
+host transfer to the DCN runtime, a `send`/`recv` pair whose frontend attributes
+name the collective (`_xla_megascale_transfer_type="ALL_REDUCE"`) and which share
+`_xla_host_transfer_rendezvous`. Each pair is read as one collective of that kind
+(`dcn`), its payload the larger of the data sent and received, its groups each
+device alone: the HLO does not say which of the slices it joins
+(compiler/plan_xla.py counts it over every slice).
 A collective may be wrapped in an `async-start` that calls a computation holding
 it (it runs once, through the start) or split into `<kind>-start`/`-done`
 (read at the start). Inside a `while` body it runs once per iteration when XLA
@@ -80,6 +89,7 @@ class Collective:
     computation: str
     is_async: bool  # a -start/-done pair, or wrapped in an async-start
     op_name: str = ""  # its metadata's op_name ("psum;psum" when XLA combined two)
+    dcn: bool = False  # a transfer between TPU slices (module docstring)
 
     @property
     def group_size(self) -> int:
@@ -121,6 +131,8 @@ class HloCollectives:
     device_count: int
     # computation -> its collectives (by index) and callees, in the order it runs them
     sequence: dict[str, list[int | str]] = dataclasses.field(default_factory=dict)
+    # a DCN transfer's rendezvous -> the index of its collective
+    transfers: dict[str, int] = dataclasses.field(default_factory=dict)
 
     def executions(self) -> dict[str, tuple[int, bool]]:
         """How often each computation runs per execution of the entry, and whether a
@@ -162,12 +174,18 @@ def opcode_count(hlo_text: str, opcode: str) -> int:
     return sum(1 for name in names if name in (opcode, f"{opcode}-start"))
 
 
+def module_device_count(hlo_text: str) -> int:
+    """replica_count x num_partitions of the module's header."""
+    header = hlo_text.split("\n", 1)[0]
+    counts = {key: int(value) for key, value in _DEVICE_COUNT.findall(header)}
+    return counts.get("replica_count", 1) * counts.get("num_partitions", 1)
+
+
 def parse(hlo_text: str, device_count: int | None = None) -> HloCollectives:
     """The collectives and the call graph of an HLO module's text; `device_count`
     (default: replica_count x num_partitions of the module) sizes `{}` groups."""
     if device_count is None:
-        counts = {key: int(value) for key, value in _DEVICE_COUNT.findall(hlo_text)}
-        device_count = counts.get("replica_count", 1) * counts.get("num_partitions", 1)
+        device_count = module_device_count(hlo_text)
     parsed = HloCollectives([], {}, [], "", [], set(), device_count)
     current = ""
     for line in hlo_text.splitlines():
@@ -200,6 +218,8 @@ def _read_instruction(
         parsed.collectives.append(
             _collective(name, opcode, kind, type_text, attributes, computation, parsed.device_count)
         )
+    if opcode in ("send", "recv"):
+        _read_transfer(parsed, computation, name, opcode, type_text, instruction_attributes(rest))
     if opcode == "async-start":
         callee = instruction_attributes(rest).get("calls", "")
         parsed.async_computations.add(callee.lstrip("%"))
@@ -218,6 +238,42 @@ def _read_instruction(
         for callee in branches.split(","):
             parsed.calls[computation].append((callee.strip().lstrip("%"), 1))
             sequence.append(callee.strip().lstrip("%"))
+
+
+# The DCN runtime's transfer types, as the collectives they are.
+DCN_KINDS = {
+    "ALL_REDUCE": "all-reduce",
+    "ALL_GATHER": "all-gather",
+    "REDUCE_SCATTER": "reduce-scatter",
+    "ALL_TO_ALL": "all-to-all",
+}
+_FRONTEND = re.compile(r'(_xla_megascale_transfer_type|_xla_host_transfer_rendezvous)="([^"]*)"')
+
+
+def _read_transfer(
+    parsed: HloCollectives, computation: str, name: str, opcode: str, type_text: str, attributes
+) -> None:
+    """A send or recv to the DCN runtime (module docstring): the first of a pair makes
+    its collective, the second may make its payload larger."""
+    fields = dict(_FRONTEND.findall(attributes.get("frontend_attributes", "")))
+    kind = DCN_KINDS.get(fields.get("_xla_megascale_transfer_type", ""))
+    rendezvous = fields.get("_xla_host_transfer_rendezvous")
+    if kind is None or rendezvous is None:
+        return
+    shape = parse_shape(type_text)
+    payload = flatten(shape[0] if isinstance(shape, list) else shape)
+    known = parsed.transfers.get(rendezvous)
+    if known is not None:
+        before = parsed.collectives[known]
+        larger = max(before.payload_bytes, sum(payload))
+        parsed.collectives[known] = dataclasses.replace(before, element_bytes=(larger,))
+        return
+    parsed.transfers[rendezvous] = len(parsed.collectives)
+    parsed.sequence.setdefault(computation, []).append(len(parsed.collectives))
+    alone = np.arange(parsed.device_count, dtype=np.int64)[:, None]
+    parsed.collectives.append(
+        Collective(name, opcode, kind, alone, (sum(payload),), computation, True, dcn=True)
+    )
 
 
 def _collective(name, opcode, kind, type_text, attributes, computation, device_count) -> Collective:

@@ -54,7 +54,8 @@ from typing import Protocol
 import numpy as np
 
 from pmapc import dialect, hlo, ir
-from pmapc.compiler import runtime
+from pmapc.compiler import plan_hosts, plan_pictures, runtime
+from pmapc.compiler.plan_pictures import axes_text
 from pmapc.errors import SourceLoc
 from pmapc.mesh import Mesh, ReplicaGroups, axes_joining, axes_of_groups, canonical_axes
 from pmapc.passes import forms, ragged
@@ -121,6 +122,10 @@ class Step:
             return float(self.payload) * _most_pairs(self.groups.matrix()[:, 1])
         return self.sent()  # a ring receives what it sends
 
+    def group_matrix(self) -> np.ndarray:
+        """Its groups as rows of mesh positions (-1 padded); a permute's pairs."""
+        return self.groups.matrix()
+
     def minimum(self) -> float:
         """The bandwidth lower bound per device of one execution (module docstring)."""
         if self.is_permute:
@@ -179,6 +184,21 @@ class Plan:
     folded: tuple[tuple[str, int], ...] = ()
     # branches and loops every device runs, their predicates differing (predicate-divergent)
     predicated: tuple[dialect.Predicated, ...] = ()
+    # the host and slice of each mesh position's device, where the plan knows its devices
+    placement: plan_hosts.Placement | None = None
+
+    def by_link(self) -> plan_hosts.Links | None:
+        """Bytes per device per run inside a host, between hosts of one slice and
+        between slices (compiler/plan_hosts.py); None without the devices."""
+        if self.placement is None:
+            return None
+        return plan_hosts.per_run(self.placement, self.steps)
+
+    def hints(self) -> list[plan_hosts.Hint]:
+        """Collectives another order of the nest's axes keeps inside a host or slice."""
+        if self.placement is None:
+            return []
+        return plan_hosts.hints(self.mesh, self.placement, self.steps)
 
     def totals(self) -> dict[str, float]:
         """Bytes per device per run: sent, received and the minimum, loops counted;
@@ -196,19 +216,20 @@ class Plan:
         return format_table(self)
 
     def picture(self, color: bool = False) -> str:
-        """Each collective's groups on the mesh grid, as text."""
-        return terminal_picture(self, color)
+        """Each collective's groups on the mesh grid, as text (compiler/plan_pictures.py)."""
+        return plan_pictures.terminal_picture(self, color)
 
     def svg(self) -> str:
         """Each collective's groups on the mesh grid, as an SVG document."""
-        return svg_picture(self)
+        return plan_pictures.svg_picture(self)
 
     def __str__(self) -> str:
         return self.table()
 
 
-def plan_of(module: ir.Module) -> Plan:
-    """The communication plan of a module after lower-collectives."""
+def plan_of(module: ir.Module, devices: Sequence | None = None) -> Plan:
+    """The communication plan of a module after lower-collectives; with the `devices`
+    it runs on (one per mesh position), its bytes by link (compiler/plan_hosts.py)."""
     mesh = dialect.mesh_of(module)
     forms.check_lowered(module, "the plan", devices=mesh.size)
     functions = ir.functions(module)
@@ -225,6 +246,7 @@ def plan_of(module: ir.Module) -> Plan:
         tuple(host_calls),
         folded=dialect.fold_of(module),
         predicated=dialect.predicated_of(module),
+        placement=None if devices is None else plan_hosts.Placement.of_devices(devices),
     )
 
 
@@ -415,12 +437,6 @@ def format_bytes(count: float) -> str:
     return f"{count:.0f} B" if count == int(count) else f"{count:.1f} B"
 
 
-def _axes_text(step: Step) -> str:
-    if step.axes is None:
-        return "(groups)"
-    return ",".join(step.axes)
-
-
 def _where(location: SourceLoc | None) -> str:
     """file:line, the file relative to the working directory when it lies below it."""
     if location is None:
@@ -437,6 +453,8 @@ def format_table(plan: Plan) -> str:
     side), the totals, the host round-trips; then XLA's collectives."""
     header = ("#", "op", "axes", "groups", "per run", "sent", "received", "minimum", "source")
     xla = plan.xla if plan.xla is not None and plan.xla.unavailable is None else None
+    placement = plan.placement if plan.placement is not None else plan_hosts.NOWHERE
+    header = (*header[:-1], *plan_hosts.header(placement), header[-1])
     if xla is not None:
         header = (*header, "XLA runs")
     rows = []
@@ -452,12 +470,13 @@ def format_table(plan: Plan) -> str:
             (
                 str(index),
                 step.label,
-                _axes_text(step),
+                axes_text(step),
                 groups,
                 runs,
                 format_bytes(step.sent()),
                 format_bytes(step.received()),
                 format_bytes(step.minimum()),
+                *plan_hosts.cells(placement, step, format_bytes),
                 where,
                 *([xla.cell(index - 1)] if xla is not None else []),
             )
@@ -469,6 +488,8 @@ def format_table(plan: Plan) -> str:
         return "  ".join(cell.ljust(width) for cell, width in zip(cells, widths)).rstrip()
 
     out = [f"mesh {plan.mesh} ({plan.mesh.size} devices); bytes per device per execution"]
+    if placement.spans_hosts:
+        out.append(plan_hosts.legend(placement))
     if plan.folded:
         positions = ", ".join(f"{count} of '{axis}'" for axis, count in plan.folded)
         out.append(
@@ -482,6 +503,9 @@ def format_table(plan: Plan) -> str:
         f"sent {format_bytes(totals['sent'])}, received {format_bytes(totals['received'])}, "
         f"minimum {format_bytes(totals['minimum'])} per device"
     )
+    if placement.spans_hosts:
+        out.append(plan_hosts.total_line(placement, plan.steps, format_bytes, "pmapc"))
+        out.extend(hint.line(format_bytes) for hint in plan.hints())
     out.extend(_host_call_lines(plan))
     out.extend(_predicated_lines(plan))
     if any(item.loop_unknown for item in (*plan.steps, *plan.host_calls)):
@@ -520,155 +544,3 @@ def _predicated_lines(plan: Plan) -> list[str]:
         axes = ", ".join(f"'{axis}'" for axis in record.axes)
         lines.append(f"  {_where(record.location)}: {record.kind} over {axes}: {how[record.kind]}")
     return lines
-
-
-# ----------------------------------------------------------------------------
-# Pictures: the mesh as a grid, rows along the first axis, columns along the
-# others (row-major), one grid per collective with each device's group.
-
-PALETTE = (
-    "#4e79a7",
-    "#f28e2b",
-    "#e15759",
-    "#76b7b2",
-    "#59a14f",
-    "#edc948",
-    "#b07aa1",
-    "#ff9da7",
-    "#9c755f",
-    "#bab0ac",
-)
-_ANSI = (44, 43, 41, 46, 42, 103, 45, 105, 100, 47)
-
-
-def grid_shape(mesh: Mesh) -> tuple[int, int]:
-    rows = mesh.axis_sizes[0] if mesh.axis_sizes else 1
-    return rows, mesh.size // rows
-
-
-def group_of_devices(step: Step, size: int) -> np.ndarray:
-    """Each device's group number (-1: in no group; for a permute 0: in some pair)."""
-    group_of = np.full(size, -1, dtype=np.int64)
-    matrix = step.groups.matrix()
-    if step.is_permute:
-        group_of[matrix.reshape(-1)] = 0
-        return group_of
-    rows = np.broadcast_to(np.arange(len(matrix))[:, None], matrix.shape)
-    members = matrix >= 0  # uneven index groups are padded with -1
-    group_of[matrix[members]] = rows[members]
-    return group_of
-
-
-def target_of_devices(step: Step, size: int) -> np.ndarray:
-    """For a permute, each device's target in its first pair as source (-1: none)."""
-    target_of = np.full(size, -1, dtype=np.int64)
-    pairs = step.groups.matrix()
-    sources, first = np.unique(pairs[:, 0], return_index=True)
-    target_of[sources] = pairs[first, 1]
-    return target_of
-
-
-def _title(index: int, step: Step) -> str:
-    over = f" over {_axes_text(step)}" if step.axes is not None else " (groups)"
-    return f"{index} {step.op}{over}"
-
-
-def _cell_labels(step: Step, size: int, group_of: list[int] | None) -> list[str]:
-    """Each device's label: its group's letter (`group_of`: each device's group, for
-    a step other than a permute), or a permute's target (`>5`)."""
-    if step.is_permute:
-        return [f">{t}" if t >= 0 else "." for t in target_of_devices(step, size).tolist()]
-    assert group_of is not None
-    names = [_group_name(group) for group in range(step.groups.count)]
-    return [names[group] if group >= 0 else "." for group in group_of]
-
-
-def _group_name(group: int) -> str:
-    return chr(ord("A") + group) if group < 26 else str(group)
-
-
-def terminal_picture(plan: Plan, color: bool = False) -> str:
-    """Every collective's groups on the mesh grid, as text: a letter per group (with
-    ANSI colours when `color`), or a permute's target device per source. Each
-    device is labelled once: time in proportion to the devices drawn."""
-    _, columns = grid_shape(plan.mesh)
-    out = []
-    for index, step in enumerate(plan.steps, 1):
-        group_of = (
-            None
-            if step.is_permute and not color
-            else group_of_devices(step, plan.mesh.size).tolist()
-        )
-        cells = [label.rjust(3) for label in _cell_labels(step, plan.mesh.size, group_of)]
-        if color and group_of is not None:
-            cells = [_colored(cell, group) for cell, group in zip(cells, group_of)]
-        out.append(_title(index, step))
-        out.extend(
-            "  " + " ".join(cells[start : start + columns])
-            for start in range(0, len(cells), columns)
-        )
-        out.append("")
-    return "\n".join(out)
-
-
-def _colored(cell: str, group: int) -> str:
-    if group < 0:
-        return cell
-    return f"\x1b[{_ANSI[group % len(_ANSI)]};30m{cell}\x1b[0m"
-
-
-def svg_picture(plan: Plan, cell: int = 28) -> str:
-    """Every collective's groups on the mesh grid, as an SVG document: one panel per
-    collective, one `rect` per device coloured by its group, arrows for a permute."""
-    rows, columns = grid_shape(plan.mesh)
-    title_height, gap = 20, 16
-    panel_height = title_height + rows * cell + gap
-    width = max(columns * cell + 2 * gap, 320)
-    height = panel_height * max(len(plan.steps), 1) + gap
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" font-family="monospace" font-size="12">',
-        '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="6" '
-        'markerHeight="6" orient="auto"><path d="M0,0 L10,5 L0,10 z"/></marker></defs>',
-        f"<title>pmapc communication plan, mesh {_escape(str(plan.mesh))}</title>",
-    ]
-    for index, step in enumerate(plan.steps, 1):
-        top = (index - 1) * panel_height + gap
-        group_of = group_of_devices(step, plan.mesh.size).tolist()
-        parts.append(f'<g class="collective" data-index="{index}" data-op="{step.op}">')
-        parts.append(f'<text x="{gap}" y="{top + 14}">{_escape(_title(index, step))}</text>')
-        for device in range(plan.mesh.size):
-            row, column = divmod(device, columns)
-            group = group_of[device]
-            fill = PALETTE[group % len(PALETTE)] if group >= 0 else "#ffffff"
-            if step.is_permute:
-                fill = "#dddddd" if group >= 0 else "#ffffff"
-            x, y = gap + column * cell, top + title_height + row * cell
-            parts.append(
-                f'<rect class="device" data-device="{device}" data-group="{group}" '
-                f'x="{x}" y="{y}" width="{cell - 2}" height="{cell - 2}" '
-                f'fill="{fill}" stroke="#333"/>'
-            )
-            parts.append(
-                f'<text x="{x + 4}" y="{y + cell // 2 + 3}" font-size="10">{device}</text>'
-            )
-        if step.is_permute:
-            for source, target in step.groups.matrix().tolist():
-                x1, y1 = _center(source, columns, cell, gap, top + title_height)
-                x2, y2 = _center(target, columns, cell, gap, top + title_height)
-                parts.append(
-                    f'<line class="pair" x1="{x1}" y1="{y1}" x2="{x2}" y2="{y2}" '
-                    'stroke="#c00" stroke-width="1.5" marker-end="url(#arrow)"/>'
-                )
-        parts.append("</g>")
-    parts.append("</svg>")
-    return "\n".join(parts) + "\n"
-
-
-def _center(device: int, columns: int, cell: int, left: int, top: int) -> tuple[int, int]:
-    row, column = divmod(device, columns)
-    return left + column * cell + cell // 2 - 1, top + row * cell + cell // 2 - 1
-
-
-def _escape(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

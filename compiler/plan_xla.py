@@ -49,7 +49,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from pmapc import ir
-from pmapc.compiler import hlo_collectives
+from pmapc.compiler import hlo_collectives, plan_hosts
 from pmapc.compiler.plan import Plan, Step, format_bytes, plan_of
 from pmapc.mesh import Mesh, axes_joining, axes_of_groups
 
@@ -70,11 +70,25 @@ class XlaCollective:
 
     @property
     def op(self) -> str:
-        return self.hlo.opcode
+        """As the HLO writes it; a transfer between TPU slices, by its kind."""
+        return f"{self.hlo.kind} (DCN)" if self.hlo.dcn else self.hlo.opcode
 
     def sent(self) -> float:
         """Bytes a device sends in one execution, by the plan's cost model."""
         return self.hlo.wire_bytes()
+
+    # What the split by link reads (compiler/plan_hosts.py: Talks).
+    @property
+    def payload(self) -> int:
+        return self.hlo.payload_bytes
+
+    def group_matrix(self) -> np.ndarray:
+        return self.hlo.groups
+
+    @property
+    def kind(self) -> str:
+        """pmapc's spelling of its kind: "all_reduce", ..."""
+        return self.hlo.kind.replace("-", "_")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,6 +97,7 @@ class XlaRuns:
 
     collectives: tuple[XlaCollective, ...] = ()
     unavailable: str | None = None
+    placement: plan_hosts.Placement | None = None  # the devices' hosts and slices
 
     def runs_of(self, step: int) -> list[int]:
         """The indices of the XLA collectives that run step `step` of the plan."""
@@ -130,8 +145,14 @@ class XlaRuns:
         )
         if not self.collectives:
             return ["what XLA runs (the HLO it compiled and scheduled): no collective", both]
-        header = ("X", "op", "axes", "groups", "per run", "sent", "HLO", "runs")
-        rows = [_row(k, collective) for k, collective in enumerate(self.collectives)]
+        placement = self.placement if self.placement is not None else plan_hosts.NOWHERE
+        by_kind = [_ByKind(c) for c in self.collectives]
+        header = ("X", "op", "axes", "groups", "per run", "sent", *plan_hosts.header(placement))
+        header = (*header, "HLO", "runs")
+        rows = [
+            _row(k, collective, plan_hosts.cells(placement, by_kind[k], format_bytes))
+            for k, collective in enumerate(self.collectives)
+        ]
         widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
         lines = ["what XLA runs (the HLO it compiled and scheduled):"]
         lines.extend(
@@ -139,10 +160,40 @@ class XlaRuns:
             for row in [header, *rows]
         )
         lines.append(both)
+        if placement.spans_hosts:
+            lines.append(plan_hosts.total_line(placement, by_kind, format_bytes, "XLA"))
         return lines
 
+    def by_link(self) -> plan_hosts.Links | None:
+        """XLA's bytes per device per run by link (compiler/plan_hosts.py)."""
+        if self.placement is None:
+            return None
+        return plan_hosts.per_run(self.placement, [_ByKind(c) for c in self.collectives])
 
-def _row(index: int, collective: XlaCollective) -> tuple[str, ...]:
+
+@dataclasses.dataclass(frozen=True)
+class _ByKind:
+    """An XLA collective as the split by link reads it: pmapc's spelling of its op."""
+
+    collective: XlaCollective
+
+    @property
+    def op(self) -> str:
+        return self.collective.kind
+
+    @property
+    def executions(self) -> int:
+        return self.collective.executions
+
+    @property
+    def payload(self) -> int:
+        return self.collective.payload
+
+    def group_matrix(self) -> np.ndarray:
+        return self.collective.group_matrix()
+
+
+def _row(index: int, collective: XlaCollective, links: tuple[str, ...]) -> tuple[str, ...]:
     hlo = collective.hlo
     if hlo.kind == "collective-permute":
         groups = f"{len(hlo.groups)} pairs"
@@ -152,7 +203,9 @@ def _row(index: int, collective: XlaCollective) -> tuple[str, ...]:
     if len(collective.steps) > 1:
         steps += " (combined)"
     runs = f"{collective.executions}" + ("?" if collective.loop_unknown else "")
-    op = hlo.opcode + (" (async)" if hlo.is_async and not hlo.opcode.endswith("-start") else "")
+    op = collective.op
+    if hlo.is_async and not hlo.opcode.endswith("-start") and not hlo.dcn:
+        op += " (async)"
     return (
         f"X{index + 1}",
         op,
@@ -160,26 +213,37 @@ def _row(index: int, collective: XlaCollective) -> tuple[str, ...]:
         groups,
         runs,
         format_bytes(collective.sent()),
+        *links,
         f"%{hlo.name}",
         steps,
     )
 
 
-def plan_with_xla(module: ir.Module, xla_hlo: str | None) -> Plan:
+def plan_with_xla(module: ir.Module, xla_hlo: str | None, devices: Sequence | None = None) -> Plan:
     """The plan of a module after lower-collectives, with what XLA runs for each
     collective read from `xla_hlo`, the optimized HLO text of the module compiled
-    for the mesh's devices (None: XLA gave none, and the plan says so)."""
-    plan = plan_of(module)
-    return dataclasses.replace(plan, xla=xla_runs(plan.steps, plan.mesh, xla_hlo))
+    for the mesh's devices (None: XLA gave none, and the plan says so); with the
+    `devices`, both sides' bytes by link."""
+    plan = plan_of(module, devices)
+    return dataclasses.replace(plan, xla=xla_runs(plan.steps, plan.mesh, xla_hlo, plan.placement))
 
 
-def xla_runs(steps: Sequence[Step], mesh: Mesh, xla_hlo: str | None) -> XlaRuns:
-    """XLA's collectives in `xla_hlo`, each with the steps it runs."""
+def xla_runs(
+    steps: Sequence[Step],
+    mesh: Mesh,
+    xla_hlo: str | None,
+    placement: plan_hosts.Placement | None = None,
+) -> XlaRuns:
+    """XLA's collectives in `xla_hlo`, each with the steps it runs; their groups as
+    mesh positions (a program of one TPU slice's devices: in every slice)."""
     if xla_hlo is None:
-        return XlaRuns(unavailable=UNAVAILABLE)
-    parsed = hlo_collectives.parse(xla_hlo, mesh.size)
+        return XlaRuns(unavailable=UNAVAILABLE, placement=placement)
+    slices = _slices_of(placement, mesh, xla_hlo)
+    parsed = hlo_collectives.parse(xla_hlo, mesh.size // len(slices) if slices else mesh.size)
     executions = parsed.executions()
     in_order = [parsed.collectives[index] for index in parsed.run_order()]
+    if slices:
+        in_order = [_in_every_slice(collective, slices) for collective in in_order]
     sources = match(steps, in_order)
     axes_of = _axes_namer(mesh)
     collectives = []
@@ -187,7 +251,35 @@ def xla_runs(steps: Sequence[Step], mesh: Mesh, xla_hlo: str | None) -> XlaRuns:
         runs, unknown = executions.get(collective.computation, (0, False))
         axes = axes_of(collective)
         collectives.append(XlaCollective(collective, axes, runs, unknown, steps_run))
-    return XlaRuns(tuple(collectives))
+    return XlaRuns(tuple(collectives), placement=placement)
+
+
+def _slices_of(placement: plan_hosts.Placement | None, mesh: Mesh, xla_hlo: str):
+    """Each slice's mesh positions in order, where `xla_hlo` is the program of one
+    slice of several (its device count one slice's); else None."""
+    if placement is None or placement.slice_count == 1:
+        return None
+    if hlo_collectives.module_device_count(xla_hlo) * placement.slice_count != mesh.size:
+        return None
+    return [np.flatnonzero(placement.slices == s) for s in np.unique(placement.slices)]
+
+
+def _in_every_slice(
+    collective: hlo_collectives.Collective, slices: list[np.ndarray]
+) -> hlo_collectives.Collective:
+    """A collective of one slice's program with its groups as mesh positions: the same
+    groups in every slice; a DCN transfer's, each device with its counterpart in
+    every slice."""
+    local = collective.groups
+    if collective.dcn:
+        groups = np.stack([positions for positions in slices], axis=1)
+    elif collective.kind == "collective-permute":
+        groups = np.concatenate([positions[local] for positions in slices])
+    else:
+        groups = np.concatenate(
+            [np.where(local >= 0, positions[np.maximum(local, 0)], -1) for positions in slices]
+        )
+    return dataclasses.replace(collective, groups=groups)
 
 
 def _axes_namer(mesh: Mesh):

@@ -7,6 +7,8 @@ A name is `PLATFORM:KIND:TOPOLOGY`:
     tpu:v5p:4x4x4    64 TPU v5p chips (16 hosts)      KIND:TOPOLOGY as libtpu reads it
     gpu:h100:1x1x8   8 H100s on one host              TOPOLOGY: slices x hosts per
     gpu:h100:1x2x8   2 hosts x 8 H100s                slice x GPUs per host
+    tpu:v5e:4x4:slices=2   2 slices of 16 v5e chips   a TPU pod of several slices,
+                                                      joined by the data-centre network
 
 `target_devices(name)` gives the topology's devices, which `devices=` (a list, a
 device array or a `Mesh`) takes: a nest lowered and compiled for them is compiled
@@ -62,7 +64,8 @@ GPU_MODELS = {
 PLUGINS = {"tpu": ("libtpu", "libtpu"), "gpu": ("jax_plugins.xla_cuda12", "jax-cuda12-pjrt")}
 # The first JAX whose CUDA plugin reads the newest format of the configs.
 NEWEST_GPU_CONFIGS = (0, 12, 0)
-EXAMPLES = "tpu:v5e:16x16, tpu:v5p:4x4x4, gpu:h100:1x1x8 or gpu:h100:1x2x8"
+EXAMPLES = "tpu:v5e:16x16, tpu:v5p:4x4x4, tpu:v5e:4x4:slices=2, gpu:h100:1x1x8 or gpu:h100:1x2x8"
+SLICES = "slices="
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,26 +75,48 @@ class Target:
     platform: str  # "tpu" or "gpu"
     kind: str  # the TPU generation (v5e) or the GPU model (h100)
     topology: str  # "16x16"; for a GPU, slices x hosts x GPUs per host
+    slices: int = 1  # TPU slices of that topology, joined by the data-centre network
 
     @property
     def name(self) -> str:
-        return f"{self.platform}:{self.kind}:{self.topology}"
+        more = f":{SLICES}{self.slices}" if self.slices > 1 else ""
+        return f"{self.platform}:{self.kind}:{self.topology}{more}"
 
 
 def parse(name: str) -> Target:
-    """`PLATFORM:KIND:TOPOLOGY` as a Target; a DeviceError naming the forms otherwise."""
+    """`PLATFORM:KIND:TOPOLOGY[:slices=N]` as a Target; a DeviceError naming the forms
+    otherwise."""
     parts = name.strip().split(":")
-    if len(parts) != 3 or parts[0] not in PLUGINS or not all(parts):
+    if len(parts) not in (3, 4) or parts[0] not in PLUGINS or not all(parts):
         raise DeviceError(
-            f"unknown target '{name}'; name one as PLATFORM:KIND:TOPOLOGY, e.g. {EXAMPLES}"
+            f"unknown target '{name}'; name one as PLATFORM:KIND:TOPOLOGY[:slices=N], "
+            f"e.g. {EXAMPLES}"
         )
-    platform, kind, topology = parts
+    platform, kind, topology = parts[:3]
+    slices = _slices(name, platform, parts[3]) if len(parts) == 4 else 1
     if platform == "gpu" and kind not in GPU_MODELS:
         raise DeviceError(
             f"no GPU target config for '{kind}' (target '{name}'); pmapc has "
             f"{', '.join(sorted(GPU_MODELS))}"
         )
-    return Target(platform, kind, topology)
+    return Target(platform, kind, topology, slices)
+
+
+def _slices(name: str, platform: str, text: str) -> int:
+    """The N of a target's `slices=N`; a DeviceError where it is not a count of TPU
+    slices."""
+    count = text.removeprefix(SLICES)
+    if not text.startswith(SLICES) or not count.isdigit() or int(count) < 1:
+        raise DeviceError(
+            f"target '{name}': '{text}' is not a slice count; write slices=N, e.g. "
+            "tpu:v5e:4x4:slices=2"
+        )
+    if platform != "tpu":
+        raise DeviceError(
+            f"target '{name}': slices=N names TPU slices; a GPU machine's hosts are in its "
+            "topology, SLICESxHOSTSxGPUS, e.g. gpu:h100:1x2x8"
+        )
+    return int(count)
 
 
 def target_devices(name: str) -> list[Device]:
@@ -144,7 +169,9 @@ def _topology(target: Target):
         return _made(
             target,
             lambda: topologies.get_topology_desc(
-                f"{target.kind}:{target.topology}", platform="tpu"
+                f"{target.kind}:{target.topology}",
+                platform="tpu",
+                **({"num_slices": target.slices} if target.slices > 1 else {}),
             ),
         )
     return _gpu_topology(target)

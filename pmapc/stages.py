@@ -22,7 +22,7 @@ import jax
 from pmapc import ir
 from pmapc.compiler import driver, plan_xla, processes, runtime, xla
 from pmapc.errors import DeviceError, DiagnosticError, typed_error
-from pmapc.lowering import jax_api, jax_frames, trace
+from pmapc.lowering import jax_api, jax_frames, mesh_devices, trace
 from pmapc.lowering.locations import at_user_call_site
 
 PyTreeDef: TypeAlias = jax.tree_util.PyTreeDef  # pyright: ignore[reportInvalidTypeForm]
@@ -155,8 +155,14 @@ class Lowered(_Signed):
     def plan(self):
         """The communication plan: which devices talk in each collective and the bytes
         they move (`compiler/plan.py`); print `.table()`, draw `.svg()`. These are the
-        collectives pmapc emits; `compile().plan()` adds what XLA runs for each."""
-        return self.compilation.plan()
+        collectives pmapc emits; `compile().plan()` adds what XLA runs for each. On
+        devices of several hosts or slices, it splits the bytes by link and hints at
+        a cheaper order of the nest's axes (`compiler/plan_hosts.py`)."""
+        try:
+            devices = mesh_devices.pick_devices(self.compilation.mesh, self.devices, self.backend)
+        except DeviceError:  # lowered for more devices than this process has
+            devices = None
+        return self.compilation.plan(devices)
 
     @jax_frames.api_boundary
     def compile(self, compiler_options: dict | None = None) -> Compiled:
@@ -241,7 +247,7 @@ class Compiled(_Signed):
         if self.compilation is None:
             raise ValueError("this Compiled was made without its lowering; it has no plan")
         hlo_text = xla.optimized_hlo_text(self.executable.loaded)
-        return plan_xla.plan_with_xla(self.compilation.module, hlo_text)
+        return plan_xla.plan_with_xla(self.compilation.module, hlo_text, self.executable.devices)
 
     def runtime_executable(self):
         """XLA's loaded executable."""

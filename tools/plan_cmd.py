@@ -95,14 +95,14 @@ def plan_of(compilation, with_xla: bool, named: Topology | None = None) -> plan.
         devices = named.first(mesh.size, f"the mesh {mesh}", "name a larger one")
         executable = driver.compile_for_devices(compilation, devices)
     hlo_text = xla.optimized_hlo_text(executable.loaded)
-    return plan_xla.plan_with_xla(compilation.module, hlo_text)
+    return plan_xla.plan_with_xla(compilation.module, hlo_text, executable.devices)
 
 
 def render(result: plan.Plan, picture: bool, svg: str | None, color: bool = False) -> str:
     """The table (and the text picture when asked); writes the SVG file when asked."""
     text = result.table()
     if picture:
-        text += "\n" + plan.terminal_picture(result, color=color)
+        text += "\n" + result.picture(color=color)
     if svg is not None:
-        write_output(svg, plan.svg_picture(result))
+        write_output(svg, result.svg())
     return text

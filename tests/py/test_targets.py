@@ -30,7 +30,7 @@ import pytest
 from jax import lax
 
 import pmapc
-from pmapc.compiler import hlo_collectives, plan_xla, runtime, targets
+from pmapc.compiler import hlo_collectives, plan_hosts, plan_xla, runtime, targets
 from pmapc.mesh import Mesh
 
 BENCHMARKS = pathlib.Path(__file__).resolve().parents[2] / "benchmarks"
@@ -45,8 +45,18 @@ SDS = jax.ShapeDtypeStruct
 F32 = jnp.float32
 
 GPU_ONE_HOST, GPU_TWO_HOSTS = "gpu:h100:1x1x8", "gpu:h100:1x2x8"
-TPU_TARGETS = ("tpu:v5e:2x4", "tpu:v5e:4x4", "tpu:v5p:4x4x4")
+TWO_SLICES = "tpu:v5e:4x4:slices=2"  # 2 slices of 4 hosts, joined by the DCN
+TPU_TARGETS = ("tpu:v5e:2x4", "tpu:v5e:4x4", "tpu:v5p:4x4x4", TWO_SLICES)
 ALL_TARGETS = (GPU_ONE_HOST, GPU_TWO_HOSTS, *TPU_TARGETS)
+# The hosts and slices of each target's devices.
+HOSTS_AND_SLICES = {
+    GPU_ONE_HOST: (1, 1),
+    GPU_TWO_HOSTS: (2, 1),
+    "tpu:v5e:2x4": (2, 1),
+    "tpu:v5e:4x4": (4, 1),
+    "tpu:v5p:4x4x4": (16, 1),
+    TWO_SLICES: (8, 2),
+}
 
 
 @functools.cache
@@ -61,7 +71,7 @@ def devices_of(name: str) -> list:
 
 
 def two_level(count: int) -> tuple[int, int]:
-    return {8: (2, 4), 16: (4, 4), 64: (8, 8)}[count]
+    return {8: (2, 4), 16: (4, 4), 32: (2, 16), 64: (8, 8)}[count]
 
 
 def three_level(count: int) -> tuple[int, int, int]:
@@ -75,13 +85,17 @@ def xla_axes(compiled) -> list[tuple[str, tuple[str, ...] | None]]:
     return sorted(((c.op, c.axes) for c in plan.xla.collectives), key=repr)
 
 
-def hlo_axes(text: str, mesh: Mesh) -> list[tuple[str, tuple[str, ...] | None]]:
-    """The same for any compiled HLO text (JAX's `Compiled` of a jit around a nest)."""
-    return sorted(((c.op, c.axes) for c in plan_xla.xla_runs((), mesh, text).collectives), key=repr)
+def hlo_axes(text: str, mesh: Mesh, devices=None) -> list[tuple[str, tuple[str, ...] | None]]:
+    """The same for any compiled HLO text (JAX's `Compiled` of a jit around a nest) on
+    `devices` (needed where a program is one TPU slice's of several)."""
+    placement = None if devices is None else plan_hosts.Placement.of_devices(devices)
+    runs = plan_xla.xla_runs((), mesh, text, placement)
+    return sorted(((c.op, c.axes) for c in runs.collectives), key=repr)
 
 
 def kinds(axes: list) -> set[str]:
-    return {op.removesuffix("-start") for op, _ in axes}
+    """The kinds of XLA's collectives (a transfer between slices by its kind)."""
+    return {op.removesuffix("-start").removesuffix(" (DCN)") for op, _ in axes}
 
 
 def psum_nest(x):
@@ -136,7 +150,7 @@ def test_every_entry_compiles_for_every_target(name, entry):
     x = SDS((data, model, 128), F32)
     if entry == "jax.jit":
         text = jax.jit(f).lower(x).compile().as_text()
-        axes = hlo_axes(text, mesh)
+        axes = hlo_axes(text, mesh, devices)
     else:
         lowered = f.lower(x) if entry == "f.lower" else pmapc.lower(lambda v: f(v) * 2, x)
         compiled = lowered.compile()
@@ -340,6 +354,21 @@ def test_a_sample_of_the_goldens(name):
 # The messages of a target that cannot be had, each by its text
 
 
+def test_a_target_name_takes_tpu_slices():
+    named = targets.parse("tpu:v5e:4x4:slices=2")
+    assert named == targets.Target("tpu", "v5e", "4x4", 2)
+    assert named.name == "tpu:v5e:4x4:slices=2"
+    assert targets.parse("tpu:v5e:4x4:slices=1").name == "tpu:v5e:4x4"
+    for text, message in [
+        ("tpu:v5e:4x4:slices=0", "'slices=0' is not a slice count; write slices=N"),
+        ("tpu:v5e:4x4:2", "'2' is not a slice count; write slices=N"),
+        ("gpu:h100:1x2x8:slices=2", "slices=N names TPU slices; a GPU machine's hosts are in"),
+    ]:
+        with pytest.raises(pmapc.DeviceError) as raised:
+            targets.parse(text)
+        assert str(raised.value).startswith(f"target '{text}': {message}"), str(raised.value)
+
+
 def test_a_gpu_model_without_a_target_config_names_those_pmapc_has():
     with pytest.raises(pmapc.DeviceError) as raised:
         targets.parse("gpu:a100:1x1x8")
@@ -379,3 +408,58 @@ def test_a_host_callback_for_a_gpu_topology_is_refused_at_its_line():
         "devices have none here" in str(raised.value)
     )
     assert raised.value.location.file == __file__
+
+
+# ----------------------------------------------------------------------------
+# The plan by host and slice against XLA's compiled groups
+
+
+def links_nest(x):
+    """Every kind of group: inside the inner axis, along the outer, over both, and a
+    ring along the inner axis."""
+    size = lax.psum(1, "model")
+    ring = lax.ppermute(x, "model", [(i, (i + 1) % size) for i in range(size)])
+    total = lax.psum(x * 2, ("data", "model"))
+    return lax.psum(x, "model") + lax.all_gather(x, "data").sum(0) + total + ring
+
+
+@pytest.mark.parametrize("name", ALL_TARGETS)
+def test_the_plan_by_host_and_slice_agrees_with_xla_s_groups(name):
+    """pmapc's bytes per link equal those of the collectives XLA compiled, mapped to the
+    devices' hosts and slices: exactly inside a slice; between slices XLA:TPU hands
+    each transfer's whole payload to the DCN runtime, more than the hierarchical
+    bound the plan counts, and only for the collectives whose groups cross slices."""
+    devices = devices_of(name)
+    data, model = two_level(len(devices))
+    plan = nest2(links_nest, devices).lower(SDS((data, model, 256), F32)).compile().plan()
+    assert plan.placement is not None and plan.xla is not None
+    assert (plan.placement.host_count, plan.placement.slice_count) == HOSTS_AND_SLICES[name]
+    ours, theirs = plan.by_link(), plan.xla.by_link()
+    assert ours is not None and theirs is not None
+    assert (ours.in_host, ours.across_hosts) == (theirs.in_host, theirs.across_hosts)
+    hosts, slices = HOSTS_AND_SLICES[name]
+    assert (ours.across_hosts > 0) == (hosts > slices)
+    if slices == 1:
+        assert ours.across_slices == theirs.across_slices == 0
+        return
+    assert theirs.across_slices >= ours.across_slices > 0
+    crossing = {step.axes for step in plan.steps if plan.placement.span(step.group_matrix())[1] > 1}
+    dcn = {c.axes for c in plan.xla.collectives if c.hlo.dcn}
+    assert crossing == {("data",), ("data", "model")} and dcn == {("data",)}
+    table = plan.table()
+    assert "devices on 8 hosts in 2 slices" in table
+    assert "all-reduce (DCN)" in table and "XLA per run by link: in host " in table
+
+
+def test_a_multi_slice_target_compiles_through_jax_jit_and_pmapc_lower():
+    devices = devices_of(TWO_SLICES)
+    f = nest2(psum_nest, devices)
+    x = SDS((2, 16, 128), F32)
+    assert {s.slice_index for s in devices} == {0, 1} and len(devices) == 32
+    mesh = Mesh(("data", "model"), (2, 16))
+    # jax.jit's HLO is one slice's program: its groups are a slice's devices
+    text = jax.jit(f).lower(x).compile().as_text()
+    assert hlo_collectives.module_device_count(text) == 16
+    plan = pmapc.lower(lambda v: f(v) * 2, x).compile().plan()
+    assert plan.mesh == mesh and plan.placement is not None
+    assert plan.placement.slice_count == 2

@@ -56,6 +56,35 @@ def test_trace_plans_with_what_the_target_runs(name, capsys):
     assert "what XLA runs (the HLO it compiled and scheduled):" in out
 
 
+def test_the_plan_of_a_two_slice_pod_splits_its_bytes_by_link(capsys, tmp_path):
+    """`--topology tpu:v5e:4x4:slices=2` through both commands: the table counts the
+    hosts and slices each collective's groups span, and XLA's transfers between the
+    slices are listed as theirs; `--svg` marks the boundaries."""
+    devices_of("tpu:v5e:4x4:slices=2")
+    svg = tmp_path / "plan.svg"
+    argv = ["trace", QUICKSTART, "--arg", "f32[2,16,3]", "--topology", "tpu:v5e:4x4:slices=2"]
+    code, out, err = run([*argv, "--emit=plan", "--svg", str(svg)], capsys)
+    assert code == 0, err
+    assert "devices on 8 hosts in 2 slices" in out
+    assert "(DCN)" in out and "XLA per run by link: in host " in out
+    assert 'class="slice-boundary"' in svg.read_text()
+    module = tmp_path / "nest.mlir"
+    assert run([*argv[:4], "-o", str(module)], capsys)[0] == 0
+    code, planned, err = run(["plan", str(module), "--topology", "tpu:v5e:4x4:slices=2"], capsys)
+    assert code == 0, err
+    assert "pmapc per run by link: " in planned and "across slices" in planned
+
+
+def test_a_slice_count_that_is_not_one_is_a_one_line_error(capsys):
+    argv = ["trace", QUICKSTART, "--arg", "f32[2,4,3]", "--topology", "tpu:v5e:2x4:slices=two"]
+    code, out, err = run(argv, capsys)
+    assert code == 1 and out == ""
+    assert err.strip() == (
+        "pmapc trace: error: target 'tpu:v5e:2x4:slices=two': 'slices=two' is not a slice "
+        "count; write slices=N, e.g. tpu:v5e:4x4:slices=2"
+    )
+
+
 def test_plan_compiles_a_module_for_a_topology(capsys):
     devices_of("tpu:v5p:4x4x4")
     code, out, err = run(["plan", NESTED, "--topology", "tpu:v5p:4x4x4"], capsys)
