@@ -15,11 +15,15 @@ with every inner axis inside the process. A call takes either
   results are global arrays too.
 
 This module converts between the two over a nest's mesh with JAX's
-`multihost_utils`, which reuse the device buffers when the layouts agree.
+`multihost_utils`, which reuse the device buffers when the layouts agree; and
+says what a call runs (`program_of`), which the processes agree on before it
+first runs (compiler/agreement.py).
 """
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 from typing import TYPE_CHECKING
 
 import jax
@@ -27,8 +31,10 @@ import numpy as np
 from jax.experimental import multihost_utils
 from jax.sharding import NamedSharding, PartitionSpec
 
+from pmapc import ir
+from pmapc.compiler.agreement import Program
 from pmapc.errors import PmapcError
-from pmapc.lowering import jax_api
+from pmapc.lowering import jax_api, placement, primitives, structure, structure_digest
 
 if TYPE_CHECKING:
     from pmapc.lowering.trace import MappedCall
@@ -111,6 +117,28 @@ def _slice_of(index, dim: int) -> slice:
     """Dimension `dim` of a device's index into a global array (a tuple of slices)."""
     assert index is not None, "an index map names every dimension"
     return index[dim]
+
+
+def program_of(traced, fun, name: str) -> Program:
+    """What a call of the map of `fun` (named `name`) runs, from `jax.jit`'s trace of
+    it: the digest of its structure (lowering/structure_digest.py: the same in every
+    process that traces the same code on the same shapes; where a part is known only
+    in this process, of its lowered program instead), where `fun` is defined and the
+    shapes the call takes."""
+    shapes = tuple(aval.str_short() for aval in traced.jaxpr.in_avals)
+    digest = None
+    for eqn in traced.jaxpr.eqns:
+        if eqn.primitive is primitives.map_p:
+            shared = structure.shared_map(eqn.params)
+            mesh = placement.pmapc_mesh(eqn.params["mesh"])
+            if shared is not None:
+                digest = structure_digest.stable_digest((shared.key, str(mesh), shapes))
+            break
+    if digest is None:
+        digest = hashlib.sha256(ir.bytecode(traced.lower().compiler_ir())).hexdigest()
+    code = getattr(inspect.unwrap(fun), "__code__", None)
+    where = f"{code.co_filename}:{code.co_firstlineno}" if code is not None else ""
+    return Program(digest, name, where, ", ".join(shapes))
 
 
 def local_shape(sharding: jax.sharding.Sharding, global_shape: tuple[int, ...]) -> tuple[int, ...]:

@@ -26,6 +26,7 @@ import jax.extend.backend
 import numpy as np
 from jax._src import compiler as _jax_compiler
 from jax._src import core as _core
+from jax._src import distributed as _distributed
 from jax._src import xla_bridge as _xla_bridge
 from jax._src.interpreters import pxla as _pxla
 from jax._src.lib import _jax  # pyright: ignore[reportPrivateImportUsage]
@@ -235,3 +236,24 @@ def use_host_devices(count: int) -> None:
 
 def _backends_started() -> bool:
     return bool(_xla_bridge._backends)
+
+
+def distributed_client():
+    """The client of JAX's distributed runtime (`jax.distributed.initialize`'s), whose
+    key-value store every process of the run shares; None without one."""
+    return _distributed.global_state.client
+
+
+def key_value_set(client, key: str, value: str) -> None:
+    client.key_value_set(key, value)
+
+
+def key_value_get(client, key: str, seconds: float) -> str | None:
+    """The value another process set under `key`, waiting up to `seconds` for it;
+    None where none came in that time (or the store could not be reached)."""
+    try:
+        if seconds <= 0:
+            return client.key_value_try_get(key)
+        return client.blocking_key_value_get(key, max(1, int(seconds * 1000)))
+    except jax.errors.JaxRuntimeError:  # DEADLINE_EXCEEDED, NOT_FOUND, UNAVAILABLE
+        return None

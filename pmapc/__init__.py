@@ -10,6 +10,7 @@ that calls it.
 from importlib import metadata as _metadata
 
 from pmapc.api import MappedFunction, fold_onto, lower, pmap, use_host_devices
+from pmapc.compiler.agreement import set_process_timeout
 from pmapc.compiler.targets import target_devices
 from pmapc.errors import (
     ArgumentError,
@@ -20,6 +21,7 @@ from pmapc.errors import (
     PassFailure,
     PipelineError,
     PmapcError,
+    ProcessError,
     ShapeError,
     UnsupportedError,
 )
@@ -46,6 +48,7 @@ __all__ = [
     "PassFailure",
     "PipelineError",
     "PmapcError",
+    "ProcessError",
     "ShapeError",
     "UnsupportedError",
     "UntestedJaxWarning",
@@ -53,6 +56,7 @@ __all__ = [
     "fold_onto",
     "lower",
     "pmap",
+    "set_process_timeout",
     "target_devices",
     "use_host_devices",
 ]

@@ -24,7 +24,7 @@ import pmapc.compiler
 import pmapc.lowering
 import pmapc.passes
 from pmapc import ir, options
-from pmapc.compiler import driver, embed, processes, runtime, xla
+from pmapc.compiler import agreement, driver, embed, processes, runtime, xla
 from pmapc.errors import (
     ArgumentError,
     DeviceError,
@@ -179,6 +179,8 @@ class MappedFunction:
         # one process. Known after the first call (the process count is fixed once
         # JAX has run anything: jax.distributed.initialize must come first).
         self._direct = False
+        # The programs (jax.jit's traces) the processes agreed on (compiler/agreement.py).
+        self._agreed: weakref.WeakSet = weakref.WeakSet()
 
     @functools.cached_property
     def _jitted(self):
@@ -242,7 +244,8 @@ class MappedFunction:
             return None
         try:
             call = trace.flatten_call(self._global_spec(), args, kwargs)
-            mesh = self._mesh_of(*_with_static(call, call.leaves))
+            args_, kwargs_ = _with_static(call, call.leaves)
+            mesh = self._mesh_of(self._jitted.trace(*args_, **kwargs_))
         except (PmapcError, TypeError, ValueError):
             return None
         leaves, moves = placement.onto_mesh(mesh, call.leaves, call.leaf_axes)
@@ -301,10 +304,16 @@ class MappedFunction:
         """A call on several processes (compiler/processes.py): global values go to
         the jitted map as they are; process-local ones become global arrays on the
         nest's mesh, and the results this process's part of them."""
-        if processes.holds_global_values(jax.tree_util.tree_leaves((args, kwargs))):
+        leaves = jax.tree_util.tree_leaves((args, kwargs))
+        if processes.holds_global_values(leaves):
+            if not any(jax_api.is_tracer(leaf) for leaf in leaves):  # else part of a jit's
+                self._agree(self._jitted.trace(*args, **kwargs))
             return self._jitted(*args, **kwargs)
         call = self._flatten(args, kwargs)
-        mesh = self._mesh_of(*_with_static(call, processes.global_shapes(call)))
+        global_args, global_kwargs = _with_static(call, processes.global_shapes(call))
+        traced = self._jitted.trace(*global_args, **global_kwargs)
+        mesh = self._mesh_of(traced)
+        self._agree(traced)
         given = jax.tree_util.tree_leaves(
             (tuple(a for i, a in enumerate(args) if i not in call.static_args), kwargs)
         )
@@ -312,9 +321,22 @@ class MappedFunction:
         outputs = self._jitted(*global_args, **global_kwargs)
         return jax.tree_util.tree_map(processes.to_local, outputs)
 
-    def _mesh_of(self, args, kwargs):
-        """The nest's mesh for global arguments (shapes suffice), as `jax.jit` finds it."""
-        traced = self._jitted.trace(*args, **kwargs)
+    def _agree(self, traced) -> None:
+        """Before a program first runs across processes, check that every process runs
+        it (compiler/agreement.py); a program agreed on runs without asking again."""
+        if traced.jaxpr in self._agreed:
+            return
+        started = time.perf_counter()
+        program = processes.program_of(traced, self.spec.fun, self.spec.name)
+        try:
+            agreement.agree(program, jax.process_index(), processes.process_count())
+        except PmapcError as error:
+            raise at_user_call_site(error) from None
+        agreement.STATS.add(time.perf_counter() - started)
+        self._agreed.add(traced.jaxpr)
+
+    def _mesh_of(self, traced):
+        """The nest's mesh, from `jax.jit`'s trace of a call on global arguments."""
         for eqn in traced.jaxpr.eqns:
             if eqn.primitive is primitives.map_p:
                 return placement.concrete(eqn.params["mesh"])

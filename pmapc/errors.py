@@ -140,6 +140,11 @@ class FoldError(DeviceError):
     """A nest that cannot be folded onto the devices asked for (`pmapc.fold_onto`)."""
 
 
+class ProcessError(PmapcError, RuntimeError):
+    """The processes of a multi-process run are about to run different programs, or
+    some did not reach the program in time (compiler/agreement.py)."""
+
+
 class UnsupportedError(PmapcError, ValueError):
     """The program uses a JAX feature pmapc does not run inside a map (the message
     names it and what to write instead)."""

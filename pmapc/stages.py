@@ -14,14 +14,15 @@ Typed PRNG keys pass through as keys: the program takes and returns their data.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections.abc import Sequence
 from typing import TypeAlias
 
 import jax
 
 from pmapc import ir
-from pmapc.compiler import driver, plan_xla, processes, runtime, xla
-from pmapc.errors import DeviceError, DiagnosticError, typed_error
+from pmapc.compiler import agreement, driver, plan_xla, processes, runtime, xla
+from pmapc.errors import DeviceError, DiagnosticError, PmapcError, typed_error
 from pmapc.lowering import jax_api, jax_frames, mesh_devices, trace
 from pmapc.lowering.locations import at_user_call_site
 
@@ -195,6 +196,7 @@ class Compiled(_Signed):
         self.executable = executable
         self.signature = signature
         self.compilation = compilation
+        self._agreed = False  # by the processes (compiler/agreement.py)
         self._keys_in = [jax_api.is_key_dtype(aval.dtype) for aval in signature.in_avals]
         self._keys_out = [
             aval.dtype if jax_api.is_key_dtype(aval.dtype) else None for aval in signature.out_avals
@@ -205,6 +207,8 @@ class Compiled(_Signed):
         """Call with the arguments of the signature this was compiled for; static
         arguments may be passed again (they are ignored) or left out."""
         leaves = self._checked_leaves(self._dynamic(args), kwargs)
+        if not self._agreed and self.executable.spans_processes:
+            self._agree()
         values = [
             jax.random.key_data(x) if key else trace.as_device_value(x)
             for x, key in zip(leaves, self._keys_in)
@@ -216,6 +220,19 @@ class Compiled(_Signed):
         return jax.tree_util.tree_unflatten(self.signature.out_tree, outputs)
 
     call = __call__
+
+    def _agree(self) -> None:
+        """Before this program first runs across processes, check that every process
+        runs it (compiler/agreement.py)."""
+        assert self.compilation is not None, "a program across processes has its lowering"
+        digest = hashlib.sha256(ir.bytecode(self.compilation.module)).hexdigest()
+        shapes = ", ".join(aval.str_short() for aval in self.signature.in_avals)
+        program = agreement.Program(digest, "a compiled program", "", shapes)
+        try:
+            agreement.agree(program, jax.process_index(), processes.process_count())
+        except PmapcError as error:
+            raise at_user_call_site(error) from None
+        self._agreed = True
 
     @property
     def input_shardings(self):

@@ -141,9 +141,12 @@ GLOBAL_CHECKS = {"global:psum_both", "global:gather_data", "global:out_axes_none
             2,
             4,
             (2, 4),
-            ("--docs-example", "--aot", "--global"),
+            ("--docs-example", "--aot", "--global", "--plan"),
             {
                 "docs_example",
+                "plan:hosts",
+                "plan:agrees",
+                "plan:table",
                 "aot-replicas:form",
                 "aot-replicas:psum_both",
                 "aot-partitions:gather_data",
@@ -253,3 +256,74 @@ def test_given_devices_hold_whole_rows_per_process():
         mesh_devices.check_process_rows(Mesh(("data", "model"), (4, 1)), [0, 1, 0, 1], 2)
     with pytest.raises(pmapc.DeviceError, match=r"rows \[0, 0\].*same number"):
         mesh_devices.check_process_rows(mesh, [0, 0, 0, 0], 2)
+
+
+# ---------------------------------------------------------------------------
+# Processes that disagree (compiler/agreement.py): an error, not a hang
+
+
+@pytest.mark.parametrize(
+    ("processes", "devices", "mesh", "odd", "how"),
+    [
+        pytest.param(2, 4, (2, 4), 1, "different", id="2-different"),
+        pytest.param(2, 4, (2, 4), 0, "different-shape", id="2-different-shape"),
+        pytest.param(4, 2, (4, 2), 3, "different", id="4-different"),
+    ],
+)
+def test_processes_running_different_programs_all_raise(
+    tmp_path, processes, devices, mesh, odd, how
+):
+    """Every process raises a ProcessError naming each process's program, its line and
+    shapes, at once: none waits for gloo's 30 s."""
+    finished, _ = run_workers(
+        tmp_path, "disagree", processes, devices, mesh, "--odd", str(odd), "--how", how
+    )
+    for worker in finished:
+        assert worker.result and worker.result.get("error") == "ProcessError", worker.output[-3000:]
+        message = worker.result["message"]
+        assert "run different programs as their new program number 1" in message
+        for other in range(processes):
+            assert f"process {other} runs '" in message
+        if how == "different":
+            assert "'pmax_model' (defined at " in message and "'psum_both' (defined at " in message
+            assert "multiprocess_worker.py:" in message
+        else:
+            assert "on float32[2,4,6]" in message and "on float32[2,4,3]" in message
+        assert message.startswith(f"{WORKER}:"), message  # the user's call
+        assert worker.result["seconds"] < 10.0
+
+
+@pytest.mark.parametrize(
+    ("processes", "devices", "mesh", "odd"),
+    [pytest.param(2, 4, (2, 4), 1, id="2"), pytest.param(4, 2, (4, 2), 2, id="4")],
+)
+def test_a_process_that_skips_the_call_is_named_within_the_timeout(
+    tmp_path, processes, devices, mesh, odd
+):
+    finished, _ = run_workers(
+        tmp_path, "disagree", processes, devices, mesh, "--odd", str(odd), "--how", "skip"
+    )
+    for process_id, worker in enumerate(finished):
+        assert worker.result, worker.output[-3000:]
+        if process_id == odd:
+            assert worker.result["event"] == "skipped" and worker.result["checks"]["psum_both"]
+            continue
+        assert worker.result.get("error") == "ProcessError", worker.output[-3000:]
+        message = worker.result["message"]
+        assert message.split(": ", 1)[1].startswith(
+            f"process {odd} did not reach this process's new program number 2 within 20 s: "
+            f"process {process_id} runs 'pmax_model' (defined at "
+        ), message
+        # the time set, and the start of the other processes' calls
+        assert 20.0 <= worker.result["seconds"] < 30.0, worker.result
+
+
+@pytest.mark.parametrize(
+    ("processes", "devices", "mesh"),
+    [pytest.param(2, 4, (2, 4), id="2"), pytest.param(4, 2, (4, 2), id="4")],
+)
+def test_processes_running_the_same_program_agree(tmp_path, processes, devices, mesh):
+    finished, _ = run_workers(
+        tmp_path, "disagree", processes, devices, mesh, "--odd", "0", "--how", "same"
+    )
+    _check_all_passed(finished, {"psum_both", "agreed_once"})

@@ -12,10 +12,19 @@ its rows of every result against numpy; it prints one line
   global arrays; with `--aot`, also compiled ahead of time in replica form;
   with `--docs-example`, the multi-process example of the jax.pmap documentation;
   with `--devices-argument`, a map given `devices=`; with `--axis-size`, a map
-  of no mapped input; with `--errors`, a nest that cannot be laid out.
+  of no mapped input; with `--errors`, a nest that cannot be laid out; with
+  `--plan`, the communication plan by host against the groups XLA compiled.
 - `peer-dies`: process 1 exits after the first call (with `--stop`, it stops
   instead, as a hung machine would); the others keep calling until JAX ends
   them (a failed collective, or its heartbeat check).
+- `disagree --odd P --how HOW`: every process calls a nest that psums over both
+  axes, but process P, with HOW `different`, calls one that pmaxes over `model`
+  instead (`different-shape`: the same nest on other shapes), and with `same` calls
+  the same; then every process calls again. With `skip`, every process first runs
+  the psum nest together, then all but P call the pmax nest while P waits. The
+  wait is `pmapc.set_process_timeout(AGREE_SECONDS)`. Each reports the error it
+  got (its type, message and the seconds the call took) or the results' check
+  against numpy.
 """
 
 from __future__ import annotations
@@ -32,6 +41,7 @@ import numpy as np
 import pmapc
 
 HEARTBEAT_SECONDS = 3
+AGREE_SECONDS = 20.0  # ample: on 2 busy cores, processes start a call seconds apart
 
 
 def main(argv: list[str]) -> int:
@@ -50,6 +60,8 @@ def main(argv: list[str]) -> int:
     checks: dict[str, bool] = {}
     if scenario == "peer-dies":
         return peer_dies(process_id, outer, inner, argv)
+    if scenario == "disagree":
+        return disagree(process_id, processes, outer, inner, argv)
     check_layout(checks, process_id, processes, outer, inner)
     if "--global" in argv:
         check_global_arrays(checks, processes, outer, inner)
@@ -63,6 +75,8 @@ def main(argv: list[str]) -> int:
         check_axis_size(checks, process_id, processes, outer)
     if "--errors" in argv:
         check_errors(checks, inner)
+    if "--plan" in argv:
+        check_plan(checks, process_id, processes, outer, inner)
     report(process_id=process_id, checks=checks)
     return 0
 
@@ -199,6 +213,18 @@ def check_docs_example(checks, process_id) -> None:
     checks["docs_example"] = np.asarray(got).tolist() == documented
 
 
+def check_plan(checks, process_id, processes, outer, inner) -> None:
+    """The plan of `step` across processes: each process is a host, and the bytes per
+    link of pmapc's collectives are those of XLA's, read from its compiled groups."""
+    x = global_input(outer, inner)
+    rows = slice(process_id * outer // processes, (process_id + 1) * outer // processes)
+    plan = step.lower(x[rows], 2.0).compile().plan()
+    checks["plan:hosts"] = plan.placement.host_count == processes
+    ours, theirs = plan.by_link(), plan.xla.by_link()
+    checks["plan:agrees"] = ours == theirs and ours.across_hosts > 0 and ours.in_host > 0
+    checks["plan:table"] = f"devices on {processes} hosts" in plan.table()
+
+
 def check_devices_argument(checks, process_id, processes, outer) -> None:
     """devices= names global devices: listed last process first, process p holds
     the rows counted from the end, and passes those."""
@@ -279,6 +305,62 @@ def peer_dies(process_id, outer, inner, argv) -> int:
     started = time.monotonic()
     while time.monotonic() - started < 600:  # ended by JAX's heartbeat check, not by this
         np.asarray(step(x, 2.0)[1])
+    return 0
+
+
+@partial(pmapc.pmap, axis_name="data")
+def psum_both(x):
+    import jax
+
+    return pmapc.pmap(lambda y: jax.lax.psum(y, ("data", "model")), axis_name="model")(x)
+
+
+@partial(pmapc.pmap, axis_name="data")
+def pmax_model(x):
+    import jax
+
+    return pmapc.pmap(lambda y: jax.lax.pmax(y, "model"), axis_name="model")(x)
+
+
+def disagree(process_id, processes, outer, inner, argv) -> int:
+    odd = int(argv[argv.index("--odd") + 1])
+    how = argv[argv.index("--how") + 1]
+    pmapc.set_process_timeout(AGREE_SECONDS)
+    x = global_input(outer, inner)
+    rows = slice(process_id * outer // processes, (process_id + 1) * outer // processes)
+    function, given = psum_both, x[rows]
+    if process_id == odd and how == "different":
+        function = pmax_model
+    if process_id == odd and how == "different-shape":
+        given = np.concatenate([given, given], axis=-1)
+    results = []
+    if how == "skip":
+        # all run the first program (and start their backends, which JAX starts
+        # together); then P skips the second, which the others wait for in vain
+        results.append(bool(np.allclose(np.asarray(function(given)), x.sum((0, 1)))))
+        if process_id == odd:
+            time.sleep(AGREE_SECONDS + 10)  # past the others' wait
+            report(process_id=process_id, event="skipped", checks={"psum_both": all(results)})
+            return 0
+        function = pmax_model
+    for _ in range(2):
+        started = time.monotonic()
+        try:
+            got = np.asarray(function(given))
+        except pmapc.PmapcError as error:
+            report(
+                process_id=process_id,
+                error=type(error).__name__,
+                message=str(error),
+                seconds=time.monotonic() - started,
+            )
+            return 0
+        results.append(bool(np.allclose(got, np.broadcast_to(x.sum((0, 1)), x.shape)[rows])))
+    # warm calls do not ask again: one agreement per program
+    from pmapc.compiler import agreement
+
+    once = agreement.STATS.agreements == (2 if how == "skip" else 1)
+    report(process_id=process_id, checks={"psum_both": all(results), "agreed_once": once})
     return 0
 
 
