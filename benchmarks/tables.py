@@ -106,6 +106,12 @@ def moe(found: dict) -> str:
     return bench.table(found["rows"])
 
 
+def processes(found: dict) -> str:
+    import processes as bench
+
+    return bench.table(found["runs"])
+
+
 # (the results file, its renderer)
 TABLES: dict[str, tuple[str, Callable[[dict], str]]] = {
     "run-steps": ("run.json", run_steps),
@@ -116,6 +122,7 @@ TABLES: dict[str, tuple[str, Callable[[dict], str]]] = {
     "new-programs": ("new_programs.json", new_programs),
     "moe": ("moe.json", moe),
     "folded": ("folded.json", folded),
+    "processes": ("processes.json", processes),
 }
 
 
