@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import os
 from typing import TYPE_CHECKING
 
 import jax
@@ -137,8 +138,15 @@ def program_of(traced, fun, name: str) -> Program:
     if digest is None:
         digest = hashlib.sha256(ir.bytecode(traced.lower().compiler_ir())).hexdigest()
     code = getattr(inspect.unwrap(fun), "__code__", None)
-    where = f"{code.co_filename}:{code.co_firstlineno}" if code is not None else ""
+    where = f"{_shown(code.co_filename)}:{code.co_firstlineno}" if code is not None else ""
     return Program(digest, name, where, ", ".join(shapes))
+
+
+def _shown(file: str) -> str:
+    """A source file as a message names it: relative to the working directory where it
+    lies below it."""
+    relative = os.path.relpath(file) if os.path.isabs(file) else file
+    return file if relative.startswith("..") else relative
 
 
 def local_shape(sharding: jax.sharding.Sharding, global_shape: tuple[int, ...]) -> tuple[int, ...]:

@@ -66,6 +66,7 @@ PLUGINS = {"tpu": ("libtpu", "libtpu"), "gpu": ("jax_plugins.xla_cuda12", "jax-c
 NEWEST_GPU_CONFIGS = (0, 12, 0)
 EXAMPLES = "tpu:v5e:16x16, tpu:v5p:4x4x4, tpu:v5e:4x4:slices=2, gpu:h100:1x1x8 or gpu:h100:1x2x8"
 SLICES = "slices="
+FORM = "PLATFORM:KIND:TOPOLOGY[:slices=N]"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,10 +89,7 @@ def parse(name: str) -> Target:
     otherwise."""
     parts = name.strip().split(":")
     if len(parts) not in (3, 4) or parts[0] not in PLUGINS or not all(parts):
-        raise DeviceError(
-            f"unknown target '{name}'; name one as PLATFORM:KIND:TOPOLOGY[:slices=N], "
-            f"e.g. {EXAMPLES}"
-        )
+        raise DeviceError(f"unknown target '{name}'; name one as {FORM}, e.g. {EXAMPLES}")
     platform, kind, topology = parts[:3]
     slices = _slices(name, platform, parts[3]) if len(parts) == 4 else 1
     if platform == "gpu" and kind not in GPU_MODELS:
@@ -207,5 +205,5 @@ def _made(target: Target, make):
         raise DeviceError(
             f"target '{target.name}' is not a topology XLA can compile for: "
             f"{first_line(error)}; "
-            f"name one as PLATFORM:KIND:TOPOLOGY, e.g. {EXAMPLES}"
+            f"name one as {FORM}, e.g. {EXAMPLES}"
         ) from None

@@ -2,6 +2,7 @@
 
     python examples/multiprocess.py                      # 2 processes x 4 CPU devices
     python examples/multiprocess.py --processes 4 --devices 2
+    python examples/multiprocess.py --disagree     # the last process runs another program
 
 Run without --process-id, this script starts the processes itself: copies of
 itself on a free loopback port, each with its own virtual CPU devices, joined
@@ -10,6 +11,9 @@ program. The outermost axis 'data' spans the processes, two rows per process;
 'model' stays inside each process. Each process passes only its own rows, gets
 back only its rows of each result, and checks them against numpy; then it
 passes the whole input as one global `jax.Array` and gets global arrays back.
+With --disagree, the processes then call a new program, but the last one calls
+another: instead of hanging in their collectives, every process raises a
+`pmapc.ProcessError` naming what each process runs.
 """
 
 from __future__ import annotations
@@ -29,7 +33,9 @@ ROWS_PER_PROCESS = 2
 MARK = "[process"  # gloo writes to stdout too: the launcher relays only marked lines
 
 
-def run_one_process(process_id: int, processes: int, devices: int, port: int) -> int:
+def run_one_process(
+    process_id: int, processes: int, devices: int, port: int, disagree: bool = False
+) -> int:
     pmapc.use_host_devices(devices)  # per process, before jax.distributed.initialize
     import jax
 
@@ -81,7 +87,33 @@ def run_one_process(process_id: int, processes: int, devices: int, port: int) ->
         np.allclose(shard.data, want_rows[shard.index]) for shard in global_rows.addressable_shards
     )
     say("global-array call agrees with numpy:", global_ok)
+    if disagree:
+        return (
+            0 if local_ok and global_ok and run_another(process_id, processes, x[mine], say) else 1
+        )
     return 0 if local_ok and global_ok else 1
+
+
+def run_another(process_id: int, processes: int, rows: np.ndarray, say) -> bool:
+    """Every process but the last calls `total`, the last `peak`: each raises a
+    ProcessError naming the two programs before either runs."""
+    import jax
+
+    @partial(pmapc.pmap, axis_name="data")
+    def total(x):
+        return pmapc.pmap(lambda y: jax.lax.psum(y, ("data", "model")), axis_name="model")(x)
+
+    @partial(pmapc.pmap, axis_name="data")
+    def peak(x):
+        return pmapc.pmap(lambda y: jax.lax.pmax(y, "model"), axis_name="model")(x)
+
+    try:
+        (peak if process_id == processes - 1 else total)(rows)
+    except pmapc.ProcessError as error:
+        say("ProcessError:", error)
+        return True
+    say("the processes ran different programs, and no error was raised")
+    return False
 
 
 def free_port() -> int:
@@ -90,7 +122,7 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def launch(processes: int, devices: int, timeout: float) -> int:
+def launch(processes: int, devices: int, timeout: float, disagree: bool = False) -> int:
     """Start the processes, relay their marked lines, and wait for them (bounded)."""
     port = str(free_port())
     children = [
@@ -106,6 +138,7 @@ def launch(processes: int, devices: int, timeout: float) -> int:
                 str(devices),
                 "--port",
                 port,
+                *(["--disagree"] if disagree else []),
             ],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -146,10 +179,15 @@ def main() -> int:
     parser.add_argument("--process-id", type=int, help="run as this process (set by the launcher)")
     parser.add_argument("--port", type=int)
     parser.add_argument("--timeout", type=float, default=120.0)
+    parser.add_argument(
+        "--disagree",
+        action="store_true",
+        help="then have the last process call another program than the others",
+    )
     args = parser.parse_args()
     if args.process_id is None:
-        return launch(args.processes, args.devices, args.timeout)
-    return run_one_process(args.process_id, args.processes, args.devices, args.port)
+        return launch(args.processes, args.devices, args.timeout, args.disagree)
+    return run_one_process(args.process_id, args.processes, args.devices, args.port, args.disagree)
 
 
 if __name__ == "__main__":

@@ -383,7 +383,7 @@ def test_a_topology_xla_refuses_names_the_target_and_the_forms():
         targets.target_devices("tpu:v9z:2x2")
     message = str(raised.value)
     assert message.startswith("target 'tpu:v9z:2x2' is not a topology XLA can compile for: ")
-    assert message.endswith(f"; name one as PLATFORM:KIND:TOPOLOGY, e.g. {targets.EXAMPLES}")
+    assert message.endswith(f"; name one as {targets.FORM}, e.g. {targets.EXAMPLES}")
 
 
 def test_xla_refusing_a_whole_topology_says_so():

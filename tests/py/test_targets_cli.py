@@ -120,7 +120,8 @@ def test_an_unknown_topology_is_one_line(capsys):
     code, out, err = run(["plan", NESTED, "--topology", "tpu-v5e-2x4"], capsys)
     assert code == 1 and out == ""
     assert err.strip() == (
-        "pmapc plan: error: unknown target 'tpu-v5e-2x4'; name one as PLATFORM:KIND:TOPOLOGY, "
+        "pmapc plan: error: unknown target 'tpu-v5e-2x4'; name one as "
+        "PLATFORM:KIND:TOPOLOGY[:slices=N], "
         f"e.g. {targets.EXAMPLES}"
     )
 
@@ -208,3 +209,28 @@ def test_a_256_gib_argument_traces_in_the_memory_of_a_small_one(tmp_path):
     big_count, big = peak_memory(tmp_path, "f32[256,256,1024,1024]", "tensor<1x1x1024x1024xf32>")
     assert small_count > 0 and big_count > 0  # both per-device programs take a 4 MiB block
     assert big < small + 256 * 1024, (big, small)  # within 256 MiB; the array is 256 GiB
+
+
+GUIDE, README = ROOT / "docs" / "guide.md", ROOT / "README.md"
+TWO_HOSTS_PLAN = (
+    "pmapc trace examples/quickstart.py:step --arg 'f32[2,8,1024]' --topology gpu:h100:1x2x8 "
+    "--emit=plan"
+)
+
+
+def test_the_docs_show_the_two_host_plan_the_command_prints(capsys):
+    """README's and the guide's copies of the 2-host plan (their lines by link and the
+    hint; a line cut short with '...' up to the cut) are what the command prints."""
+    devices_of("gpu:h100:1x2x8")
+    argv = ["trace", QUICKSTART, "--arg", "f32[2,8,1024]", "--topology", "gpu:h100:1x2x8"]
+    code, out, err = run([*argv, "--emit=plan"], capsys)
+    assert code == 0, err
+    printed = out.replace(str(ROOT) + "/", "").splitlines()
+    for doc in (GUIDE, README):
+        text = doc.read_text()
+        shown = text[text.index(TWO_HOSTS_PLAN) :].split("```", 3)[2].splitlines()
+        checked = [line for line in shown if line.startswith(("pmapc per run", "XLA per", "hint:"))]
+        assert len(checked) >= 2, doc
+        for line in checked:
+            head = line.split(" ...", 1)[0]
+            assert any(p.startswith(head) for p in printed), f"{doc.name}: {line}"
