@@ -24,6 +24,12 @@ dimensions back is dropped. Its cost is the ops the squeezes reach, whatever the
 length of the chain. A module without a reshape is left at once (the op index
 says so).
 
+What it saves XLA is about a constant per squeeze and reshape that go, while its
+cost grows with the ops it lifts. So the analysis gives up, and nothing is
+lifted, once the squeezes reach more than `OPS_PER_SQUEEZE` ops each on average:
+a body of 1,000 collectives on its block keeps its squeeze, and the pass costs it
+no more than a tiny nest.
+
 In the default pipeline MLIR's canonicalize and cse follow it (the named
 pipeline `simplify`, compiler/pipeline.py): they share equal constants and
 index arithmetic and drop dead ops.
@@ -42,6 +48,9 @@ from pmapc.rewriter import Rewriter
 
 RESHAPE = "stablehlo.reshape"
 ALL_REDUCE = "stablehlo.all_reduce"
+# The ops the squeezes may reach, per squeeze, before lifting them costs more than it
+# saves (module docstring).
+OPS_PER_SQUEEZE = 64
 
 # A user, the operand it takes, and the user's result where it may be a node (below).
 Use = tuple[ir.Operation, int, ir.Value | None]
@@ -169,16 +178,20 @@ class Lifting:
         self.seeds = {op.results[0]: op for op in squeezes}
         self.nodes: dict[ir.Value, Node] = {}
         self.ruled_out: set[ir.Value] = set()  # ops reached that no squeeze can pass
-        order = self.explore()
+        self.budget = OPS_PER_SQUEEZE * len(squeezes)
         self.lifted: dict[ir.Value, Node] = {}
+        order = self.explore()
+        if order is None:
+            return  # it would cost more than it saves: nothing is lifted
         for node in order:
             self.decide(node)
 
     # -- the analysis ----------------------------------------------------------------
 
-    def explore(self) -> list[Node]:
+    def explore(self) -> list[Node] | None:
         """The nodes, producers before users: a depth-first walk along the uses from each
-        squeeze, each node once, in reverse post-order."""
+        squeeze, each node once, in reverse post-order; None once they are more than
+        the budget."""
         finished: list[Node] = []
         for result, squeeze in self.seeds.items():
             if result in self.nodes:
@@ -200,6 +213,8 @@ class Lifting:
                     child = self.reach(user, name, index)
                     if child is None:
                         continue
+                    if len(self.nodes) > self.budget:
+                        return None
                     stack.append((child, 0))
                 child.inputs[index] = node.result
         finished.reverse()

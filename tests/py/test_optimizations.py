@@ -7,8 +7,10 @@ should.
 
 import jax
 import numpy as np
+import pytest
 
 import pmapc
+from pmapc.passes import fold_reshapes
 
 
 def vmap_nest(outer_body, inner_body, outer_axes=("data", "model"), **inner_kw):
@@ -164,6 +166,29 @@ def test_fold_reshapes_computes_on_the_blocks_as_they_arrive():
     assert "(tensor<1x1x8xf32>) -> tensor<1x1x8xf32>" in lowered.as_text("fold-reshapes")
     program = pmapc_nest(lambda inner, x: inner(x), inner_body)
     assert "stablehlo.reshape" not in jax.jit(program).lower(X).as_text()
+
+
+@pytest.mark.parametrize("psums", [4, 200])
+def test_fold_reshapes_lifts_only_where_it_pays(psums):
+    """A short chain on a block is lifted and its squeeze and reshape go; a long one
+    (more ops than `OPS_PER_SQUEEZE`) keeps them: lifting it would cost fold-reshapes
+    in proportion to the chain and save XLA one reshape pair. Both compute what
+    nested vmap does."""
+
+    def inner_body(y):
+        for index in range(psums):
+            y = jax.lax.psum(y, "model" if index % 2 else "data") * 0.5
+        return y
+
+    budget = fold_reshapes.OPS_PER_SQUEEZE
+    assert 2 * psums < budget or 2 * psums > 2 * budget  # 2 ops a step, 1 or 2 squeezes
+    lowered = check_against_oracle(lambda inner, x: inner(x), inner_body, X)
+    folded = lowered.as_text("fold-reshapes")
+    lifted = 2 * psums < budget
+    assert ("stablehlo.reshape" in folded) != lifted
+    on_blocks = "}) : (tensor<1x1x8xf32>) -> tensor<1x1x8xf32>" in folded
+    on_squeezed = "}) : (tensor<8xf32>) -> tensor<8xf32>" in folded
+    assert (on_blocks, on_squeezed) == (lifted, not lifted)
 
 
 def test_three_levels_fully_split_in_and_out():
