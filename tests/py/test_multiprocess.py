@@ -327,3 +327,27 @@ def test_processes_running_the_same_program_agree(tmp_path, processes, devices, 
         tmp_path, "disagree", processes, devices, mesh, "--odd", "0", "--how", "same"
     )
     _check_all_passed(finished, {"psum_both", "agreed_once"})
+
+
+def test_the_docs_show_the_error_the_example_prints():
+    """README's and the guide's copies of `examples/multiprocess.py --disagree`'s error
+    (a line cut short with '...' up to the cut) are what it prints."""
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    env.pop("XLA_FLAGS", None)
+    done = subprocess.run(
+        [sys.executable, "examples/multiprocess.py", "--disagree"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_SECONDS,
+        env=env,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    printed = done.stdout.replace(f"{root}/", "").splitlines()  # the docs' paths are relative
+    for doc in (root / "README.md", root / "docs" / "guide.md"):
+        shown = [line for line in doc.read_text().splitlines() if "] ProcessError: " in line]
+        assert shown, doc
+        for line in shown:
+            head = line.split(" ...", 1)[0]
+            assert any(p.startswith(head) for p in printed), f"{doc.name}: {line}"
