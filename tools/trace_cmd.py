@@ -17,7 +17,8 @@ instead of mesh axes. `--fold-onto N` folds the nest onto N devices (as
 on the devices of a TPU pod slice or GPU machine by name (`tpu:v5e:16x16`,
 `gpu:h100:1x1x8`; compiler/targets.py) and compiles it there with XLA:TPU's or
 XLA:GPU's own compiler: `--emit=hlo` then prints the HLO that compiler made and
-scheduled, `--emit=plan` the plan with what it runs for each collective. Each
+scheduled (naming the user's lines, with or without `--mlir-print-debuginfo`),
+`--emit=plan` the plan with what it runs for each collective. Each
 `--arg` is an abstract value (`jax.ShapeDtypeStruct`): no array is made.
 `pmapc opt`'s MLIR instrumentation flags (`--mlir-print-ir-after-all`,
 `--mlir-print-ir-after=PASS`, `--mlir-timing`, ...) run the passes once more
@@ -60,6 +61,10 @@ from pmapc.tools.user_file import TraceInputError, load_function, user_code_erro
 _ARG = re.compile(r"^(bool|[fiu]\d+|bf16)\[([0-9, ]*)\]$")
 _DTYPES = {"bool": "bool", "bf16": "bfloat16"}
 _STATIC = re.compile(r"^\s*([0-9]+)\s*=(.*)$", re.DOTALL)
+_DEBUGINFO_STAGES = (
+    "--mlir-print-debuginfo works with --emit=pmapc or --emit=spmd, and with --emit=hlo "
+    "under --topology (the HLO that target's compiler made names the lines)"
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -112,7 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--mlir-print-debuginfo",
         action="store_true",
-        help="print locations (the user's file and line)",
+        help="print locations (the user's file and line) with --emit=pmapc or spmd; the "
+        "HLO that --topology's compiler made (--emit=hlo) names them always",
     )
     plan_cmd.add_picture_options(parser)
     opt.add_instrumentation_flags(parser)
@@ -148,7 +154,7 @@ def trace_and_emit(args: argparse.Namespace, color: bool) -> str:
     if args.emit == "plan":
         result = compile_lowered(lowered).plan() if compiled else lowered.plan()
         return plan_cmd.render(result, args.picture, args.svg, color=color)
-    if compiled and not args.mlir_print_debuginfo:
+    if compiled:  # XLA's HLO names the user's lines itself, with or without the flag
         return compile_lowered(lowered).as_text()
     return emit(lowered, args.emit, args.mlir_print_debuginfo)
 
@@ -220,7 +226,7 @@ def emit(lowered, stage: str, debug_info: bool) -> str:
         return lowered.compilation.traced_with_locations()
     if stage == "hlo":
         if debug_info:
-            raise ValueError("--mlir-print-debuginfo works with --emit=pmapc or --emit=spmd")
+            raise ValueError(_DEBUGINFO_STAGES)
         return lowered.as_text("hlo")
     names = {"spmd": "stablehlo"}
     stage = names.get(stage, stage)
@@ -229,7 +235,7 @@ def emit(lowered, stage: str, debug_info: bool) -> str:
         choices = ", ".join(["pmapc", "spmd", "hlo", "plan", *passes])
         raise ValueError(f"unknown --emit '{stage}'; choose one of {choices}")
     if debug_info and stage != "stablehlo":
-        raise ValueError("--mlir-print-debuginfo works with --emit=pmapc or --emit=spmd")
+        raise ValueError(_DEBUGINFO_STAGES)
     if debug_info:
         return ir.print_module(lowered.compilation.module, debug_info=True)
     return lowered.compilation.stage_text(stage)

@@ -46,6 +46,27 @@ def test_trace_emits_the_hlo_the_target_s_compiler_made(name, capsys):
     assert "is_scheduled=true" in out.splitlines()[0]  # compiled and scheduled, not lowered
 
 
+@pytest.mark.parametrize("name", ["tpu:v5e:2x4", "gpu:h100:1x1x8"])
+def test_debuginfo_with_a_topology_emits_the_compiled_hlo_naming_the_lines(name, capsys):
+    """`--mlir-print-debuginfo` prints what `--topology`'s help promises, the HLO the
+    target's compiler made and scheduled, with the user's file among its locations."""
+    devices_of(name)
+    argv = ["trace", QUICKSTART, "--arg", "f32[2,4,3]", "--topology", name, "--emit=hlo"]
+    code, out, err = run([*argv, "--mlir-print-debuginfo"], capsys)
+    assert code == 0, err
+    assert "is_scheduled=true" in out.splitlines()[0]  # compiled and scheduled, not lowered
+    assert str(ROOT / "examples" / "quickstart.py") in hlo_file_names(out)
+
+
+def hlo_file_names(hlo: str) -> list[str]:
+    """The files of an HLO module's `FileNames` table (`1 "/path/f.py"` a line, up to
+    a blank line): the files its stack frames name."""
+    lines = hlo.splitlines()
+    start = lines.index("FileNames") + 1
+    table = lines[start : lines.index("", start)]
+    return [line.split(" ", 1)[1].strip('"') for line in table]
+
+
 @pytest.mark.parametrize("name", ["tpu:v5p:4x4x4", "gpu:h100:1x2x8"])
 def test_trace_plans_with_what_the_target_runs(name, capsys):
     devices_of(name)
