@@ -54,7 +54,7 @@ from pmapc.options import DEFAULT_GROUP_FORM, DEFAULT_RAGGED_FORM, GroupForm, Ra
 from pmapc.passes import ragged
 from pmapc.passes.base import Analyses, Analysis, Form
 from pmapc.passes.op_index import index_of, op_index
-from pmapc.passes.to_partitions import group_form
+from pmapc.passes.to_partitions import MeshNames, group_form
 from pmapc.rewriter import Builder, Rewriter
 
 
@@ -122,10 +122,9 @@ class Lowering:
         self.anchors: dict[str, ir.Operation] = {}
         # Replica groups by (axes, index groups, written as axes).
         self.group_attrs: dict[tuple, ir.Attribute] = {}
-        # Where groups over whole axes are written as those axes: the module, whose
-        # `sdy.mesh` they name (made when the first is written), and its symbol.
-        self.module: ir.Module | None = None
-        self.mesh_name: str | None = None
+        # Where groups over whole axes are written as those axes (`name_groups`; none:
+        # every group is device ids).
+        self.names: MeshNames | None = None
         # (kind, config) of the collectives whose axes and index groups were checked.
         self.checked: set[tuple] = set()
         # The first op built for each key (see `cloned`).
@@ -177,32 +176,23 @@ class Lowering:
     def name_groups(self, module: ir.Module, form: GroupForm) -> None:
         """Write groups that are whole mesh axes as those axes, if `form` is named and
         the XLA in use reads every axis name of the mesh."""
-        if form is GroupForm.NAMED and all(map(ir.mesh_axis_name_readable, self.mesh.axis_names)):
-            self.module = module
+        names = MeshNames(module, self.mesh, form, self.rewriter)
+        self.names = names if names.mesh is not None else None
 
     def groups(self, view: CollectiveView, dense: bool = False) -> ir.Attribute:
         """The op's replica groups: its mesh axes (`canonical_axes`), or device ids
         where index groups split them, the form is dense or `dense` asks for them."""
         index_groups = view.params.index_groups
-        named = self.module is not None and index_groups is None and not dense
-        key = (view.axes, index_groups, named)
+        names = self.names if index_groups is None and not dense else None
+        key = (view.axes, index_groups, names is not None)
         if key not in self.group_attrs:
-            if named:
+            if names is not None:
                 axes = canonical_axes(self.mesh, view.axes)
-                attr = ir.mesh_axis_groups_attr(self.mesh_symbol(), axes)
+                attr = ir.mesh_axis_groups_attr(names.symbol(), axes)
             else:
                 attr = hlo.groups_attr(replica_groups_for(self.mesh, view.axes, index_groups))
             self.group_attrs[key] = attr
         return self.group_attrs[key]
-
-    def mesh_symbol(self) -> str:
-        """The `sdy.mesh` op of the mesh that named groups refer to, made once."""
-        if self.mesh_name is None:
-            module = self.module
-            assert module is not None
-            top = self.rewriter.at_start(module.body, ir.unknown_location(module.context))
-            self.mesh_name = hlo.mesh_symbol(top, module, self.mesh, hlo.meshes_of(module))
-        return self.mesh_name
 
     def cloned(self, key: tuple, b: Builder) -> ir.Operation | None:
         """A copy by `b` of the op built for `key` before; None the first time (the

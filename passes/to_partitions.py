@@ -134,24 +134,53 @@ def group_form(value: object, owner: str) -> GroupForm:
     return form
 
 
-class GroupWriter:
-    """Writes replica groups in one form (`form`, "named" or "dense"): `rewritten(op)`
-    is `op`'s groups in that form, or None where they stay as they are. Groups are
-    read once per distinct attribute (MLIR uniques them: ops of one group set share
-    one), and the mesh op is made when the first group is named."""
+class MeshNames:
+    """Where groups that are whole mesh axes are written as those axes: `mesh`, the
+    mesh they name (None where the form is dense, there is no mesh, or the XLA in
+    use cannot read one of its axis names), and `symbol()`, its `sdy.mesh` op's
+    symbol, found in the module or made at its top the first time it is asked for.
+    The one check and the one lazily made mesh op of lower-collectives (which names
+    groups as it builds them) and to-partitions (which names groups given as ids)."""
 
     def __init__(
         self, module: ir.Module, mesh: Mesh | None, form: GroupForm, rewriter: Rewriter
     ) -> None:
         self.module = module
         self.rewriter = rewriter
-        self.meshes = hlo.meshes_of(module)
-        readable = mesh is not None and all(map(ir.mesh_axis_name_readable, mesh.axis_names))
+        self.readable = mesh is not None and all(map(ir.mesh_axis_name_readable, mesh.axis_names))
+        self.mesh = mesh if form is GroupForm.NAMED and self.readable else None
+        self._meshes: dict[str, hlo.MeshDevices] | None = None
+        self._symbol: str | None = None
+
+    @property
+    def meshes(self) -> dict[str, hlo.MeshDevices]:
+        """The module's `sdy.mesh` ops by symbol (`hlo.meshes_of`), read when first
+        asked for; the one `symbol()` makes joins them."""
+        if self._meshes is None:
+            self._meshes = hlo.meshes_of(self.module)
+        return self._meshes
+
+    def symbol(self) -> str:
+        """The symbol of the `sdy.mesh` op of `mesh`, made once."""
+        assert self.mesh is not None, "groups are named only over a readable mesh"
+        if self._symbol is None:
+            top = self.rewriter.at_start(self.module.body, ir.unknown_location(self.module.context))
+            self._symbol = hlo.mesh_symbol(top, self.module, self.mesh, self.meshes)
+        return self._symbol
+
+
+class GroupWriter:
+    """Writes replica groups in one form (`form`, "named" or "dense"): `rewritten(op)`
+    is `op`'s groups in that form, or None where they stay as they are. Groups are
+    read once per distinct attribute (MLIR uniques them: ops of one group set share
+    one), and the mesh op is made when the first group is named (`MeshNames`)."""
+
+    def __init__(
+        self, module: ir.Module, mesh: Mesh | None, form: GroupForm, rewriter: Rewriter
+    ) -> None:
+        self.names = MeshNames(module, mesh, form, rewriter)
         # Device ids where asked, and where the XLA in use cannot read an axis name.
-        self.expand = form is GroupForm.DENSE or (mesh is not None and not readable)
-        # The mesh groups are named by (none: they stay as they are).
-        self.mesh = mesh if form is GroupForm.NAMED and readable else None
-        self.symbol: str | None = None
+        self.expand = form is GroupForm.DENSE or (mesh is not None and not self.names.readable)
         self.written: dict[ir.Attribute, ir.Attribute | None] = {}
 
     def rewritten(self, op: ir.Operation) -> ir.Attribute | None:
@@ -163,18 +192,16 @@ class GroupWriter:
         return self.written[groups]
 
     def _rewrite(self, op: ir.Operation) -> ir.Attribute | None:
-        groups = read_groups(op, self.meshes)
+        groups = read_groups(op, self.names.meshes)
         if self.expand:
             return hlo.groups_attr(groups.matrix()) if groups.axes is not None else None
-        if groups.axes is not None or self.mesh is None:
+        mesh = self.names.mesh
+        if groups.axes is not None or mesh is None:
             return None  # named already, or no mesh to name them by
-        axes = axes_of_groups(self.mesh, groups.matrix())
+        axes = axes_of_groups(mesh, groups.matrix())
         if axes is None:
             return None  # not whole mesh axes (axis_index_groups split them)
-        if self.symbol is None:
-            top = self.rewriter.at_start(self.module.body, ir.unknown_location(self.module.context))
-            self.symbol = hlo.mesh_symbol(top, self.module, self.mesh, self.meshes)
-        return ir.mesh_axis_groups_attr(self.symbol, axes)
+        return ir.mesh_axis_groups_attr(self.names.symbol(), axes)
 
 
 def expand_groups(
