@@ -327,8 +327,9 @@ def aot_programs(quick: bool, devices: Sequence) -> list[Callable[[], Row]]:
         *[functools.partial(w4_chain, n, devices) for n in ((10,) if quick else (10, 100))],
     ]
     programs = [lambda build=build: targets.from_workload(build(), devices) for build in builds]
-    programs.append(lambda: targets.example_programs(devices)[0])  # quickstart
-    programs.append(lambda: targets.example_programs(devices)[1])  # mlp_training
+    # quickstart and mlp_training, of one build of the examples for both rows
+    examples = functools.cache(functools.partial(targets.example_programs, devices))
+    programs += [lambda index=index: examples()[index] for index in (0, 1)]
     return [lambda program=program: compile_row(program(), devices) for program in programs]
 
 

@@ -122,6 +122,23 @@ def test_the_aot_check_compiles_for_8_h100s_without_a_gpu():
     assert "while x100" in loop.result and "while x100" in loop.peer
 
 
+def test_the_examples_are_built_once_for_their_two_rows(monkeypatch):
+    """The quickstart and mlp_training rows share one `example_programs` build."""
+    builds = []
+
+    def example_programs(devices):
+        builds.append(devices)
+        names = ("examples/quickstart.py", "examples/mlp_training.py", "examples/moe.py")
+        return [gpu_check.targets.Program(name, len, ()) for name in names]
+
+    monkeypatch.setattr(gpu_check.targets, "example_programs", example_programs)
+    monkeypatch.setattr(gpu_check, "compile_row", lambda program, devices: program.name)
+    devices = jax.devices()
+    rows = [thunk() for thunk in gpu_check.aot_programs(True, devices)[-2:]]
+    assert rows == ["examples/quickstart.py", "examples/mlp_training.py"]
+    assert builds == [devices]
+
+
 # ----------------------------------------------------------------------------
 # Pure helpers
 
