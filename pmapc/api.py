@@ -220,10 +220,10 @@ class MappedFunction:
     def _checked_run(self, args) -> Callable:
         """For a call that checks its donations or runs across processes (or is the
         first): check the donations, and the function that runs the call."""
-        devices = mesh_devices.listed(self.devices)
-        runs_here = not (devices and mesh_devices.compiles_only(devices))
+        elsewhere = self._compile_only_devices
+        runs_here = not elsewhere
         if not runs_here and jax_api.tracing_is_idle():  # a call, not a jax.jit's trace
-            raise at_user_call_site(DeviceError(runtime.not_runnable_here(devices))) from None
+            raise at_user_call_site(DeviceError(runtime.not_runnable_here(elsewhere))) from None
         if self.donate_argnums:
             try:
                 check_donations(self.spec.name, self.donate_argnums, args)
@@ -234,6 +234,15 @@ class MappedFunction:
         if several_processes:
             return lambda *args, **kwargs: self._call_across_processes(args, kwargs)
         return self._jitted
+
+    @functools.cached_property
+    def _compile_only_devices(self) -> list:
+        """`devices=` as a list where they are a topology's, which XLA compiles for and
+        this process cannot run on (`mesh_devices.compiles_only`); else empty. Read
+        once, at the first checked call: `devices=` is fixed when the map is made,
+        and most maps are nested ones, which never ask."""
+        devices = mesh_devices.listed(self.devices)
+        return devices if devices and mesh_devices.compiles_only(devices) else []
 
     def _moved_to_mesh(self, args, kwargs) -> tuple[list, dict] | None:
         """The call's arguments with every array committed elsewhere moved onto the

@@ -20,6 +20,7 @@ from jax.test_util import check_grads
 from support.oracle import assert_tree_equal, nest, vmap_mapper
 
 import pmapc
+from pmapc.lowering import mesh_devices
 
 MESHES = {
     "depth1": (("i", 8),),
@@ -254,6 +255,25 @@ def test_donated_placed_input_is_deleted():
     result = double(placed)
     assert placed.is_deleted()
     np.testing.assert_array_equal(np.asarray(result), np.full((8, 3), 4, np.float32))
+
+
+def test_checked_calls_read_the_devices_once(monkeypatch):
+    """A map whose every call is checked (it donates) reads its `devices=` at the first
+    call only: they are fixed when the map is made."""
+    reads = []
+    listed = mesh_devices.listed
+
+    def counted(devices):
+        reads.append(devices)
+        return listed(devices)
+
+    monkeypatch.setattr(mesh_devices, "listed", counted)
+    devices = jax.devices()[:8]
+    double = pmapc.pmap(lambda v: v * 2, axis_name="i", donate_argnums=0, devices=devices)
+    for _ in range(3):
+        result = double(np.ones((8, 3), np.float32))
+    np.testing.assert_array_equal(np.asarray(result), np.full((8, 3), 2, np.float32))
+    assert reads == [devices]
 
 
 def test_compiles_once_per_signature_through_jit():
