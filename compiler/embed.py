@@ -303,7 +303,16 @@ def _kept_by_structure(structure_key, mesh, avals_in, ctx) -> _Kept | None:
 
 
 def _kept_by_ir(lowered, mesh, avals_in, ctx) -> _Kept:
-    """A map's program in the persistent cache, keyed by its lowered pmapc IR."""
+    """A map's program in the persistent cache, keyed by its lowered pmapc IR.
+
+    A miss writes bytecode twice, of two modules: here the pmapc IR before the
+    passes, whose digest is the key, and in `compile_map` the per-device program
+    they make of it (the passes rewrite this module in place), which is the
+    `SpmdProgram`'s bytecode and, as it is, the entry `_Kept.store` writes. Neither
+    stands for the other: the key must be known before the passes run, since a
+    restarted process looks it up instead of running them, and the entry is what
+    they made. A map kept by its structure (`_kept_by_structure`) writes only the
+    program's."""
     entries = persistent.Entries.configured()
     if entries is None or lowered.host_callbacks:
         return _Kept()
