@@ -37,6 +37,7 @@ import json
 import math
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 
 import jax
@@ -415,13 +416,29 @@ def _literal_constants(main, values) -> list[ir.Value]:
     ]
 
 
-def _fresh_prefix(symbol_table, names) -> str:
-    """`pmapcK_` for the first K under which none of `names` is a symbol of JAX's
-    module yet: names the same in every process that lowers the same function, so
-    that JAX's persistent cache finds its executable again after a restart."""
-    for number in itertools.count():
+# Where each target module's next `_fresh_prefix` scan starts, by the module
+# (JAX's ModuleContext, a slots dataclass, takes no attribute of pmapc's, and its
+# module is the same object for the whole lowering); an entry goes with its module.
+_NEXT_PREFIX: weakref.WeakKeyDictionary[ir.Module, int] = weakref.WeakKeyDictionary()
+_NEXT_PREFIX_LOCK = threading.Lock()  # threads may lower jitted functions at once
+
+
+def _fresh_prefix(target: ir.Module, symbol_table, names) -> str:
+    """`pmapcK_` for the first K, from where the last scan of JAX's module `target`
+    ended, under which none of `names` is a symbol of `target` yet.
+
+    Each embedded program takes the next number, so a function of many outermost
+    maps looks up about one prefix a map, not one for each map before it. The
+    names are the same in every process that lowers the same function (JAX lowers
+    its maps in the same order in each, and the numbers depend on nothing else),
+    so that JAX's persistent cache finds its executable again after a restart."""
+    with _NEXT_PREFIX_LOCK:
+        start = _NEXT_PREFIX.get(target, 0)
+    for number in itertools.count(start):
         prefix = f"pmapc{number}_"
         if all(prefix + name not in symbol_table for name in names):
+            with _NEXT_PREFIX_LOCK:
+                _NEXT_PREFIX[target] = number + 1
             return prefix
     raise AssertionError("unreachable")
 
@@ -485,7 +502,7 @@ def embed_program(
         source = ir.parse_into(module, target.context)
     functions = ir.functions(source)
     main = functions.pop("main")
-    prefix = _fresh_prefix(symbol_table, functions)
+    prefix = _fresh_prefix(target, symbol_table, functions)
     for name in functions:
         ir.rename_symbol(source, name, prefix + name)
     for function in (main, *functions.values()):

@@ -360,6 +360,33 @@ def test_two_maps_in_one_jit_embed_their_functions_under_names_of_their_own():
     np.testing.assert_allclose(np.asarray(got_second), want(X + 1, 3), rtol=1e-5)
 
 
+class CountedSymbols(dict):
+    """A symbol table (names in it) that counts the names looked up."""
+
+    lookups = 0
+
+    def __contains__(self, name) -> bool:
+        self.lookups += 1
+        return super().__contains__(name)
+
+
+def test_each_embedded_program_takes_the_next_prefix_of_its_module():
+    """`embed._fresh_prefix` starts where the last scan of the same module ended: a
+    prefix a program, found in one lookup a name, past a name JAX's module already
+    has; another module starts at 0."""
+    target = ir.parse_module("module {}", ir.make_context())
+    symbols = CountedSymbols({"pmapc2_h": None})
+    prefixes = []
+    for names in (["f"], ["g"], ["h"], ["f", "h"]):
+        prefix = embed._fresh_prefix(target, symbols, names)
+        symbols.update(dict.fromkeys(prefix + name for name in names))
+        prefixes.append(prefix)
+    assert prefixes == ["pmapc0_", "pmapc1_", "pmapc3_", "pmapc4_"]
+    assert symbols.lookups == 6  # f, g, h twice (pmapc2_h is JAX's), f and h
+    other = ir.parse_module("module {}", ir.make_context())
+    assert embed._fresh_prefix(other, CountedSymbols(), ["g"]) == "pmapc0_"
+
+
 def test_a_shared_programs_literals_are_constants_of_its_embedded_program():
     """Each program of a sweep embeds the shared per-device program with its own
     literals as constants (`embed.Literals`), where XLA sees them as it sees JAX's:
