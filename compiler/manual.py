@@ -79,21 +79,10 @@ def _add_manual_main(
     global_in = [_global_type(t, s, sizes) for t, s in zip(local.inputs, arg_splits)]
     global_out = [_global_type(t, s, sizes) for t, s in zip(local.results, result_splits)]
     loc = ir.unknown_location(module.context)
-    main = ir.create_op(
-        "func.func",
-        [],
-        [],
-        {
-            "sym_name": ir.string_attr("main"),
-            "function_type": ir.function_type_attr(global_in, global_out),
-            "arg_attrs": ir.array_attr([_sharding(mesh, s) for s in arg_splits]),
-            "res_attrs": ir.array_attr([_sharding(mesh, s) for s in result_splits]),
-        },
-        loc=loc,
-        ip=ir.module_body_end(module),
-        regions=1,
-    )
-    entry = ir.add_block(main.regions[0], global_in)
+    ip = ir.module_body_end(module)
+    main, entry = ir.new_function("main", global_in, global_out, public=True, loc=loc, ip=ip)
+    main.attributes["arg_attrs"] = ir.array_attr([_sharding(mesh, s) for s in arg_splits])
+    main.attributes["res_attrs"] = ir.array_attr([_sharding(mesh, s) for s in result_splits])
     manual = ir.create_op(
         "sdy.manual_computation",
         list(entry.arguments),
