@@ -53,7 +53,9 @@ class Nesting:
 
     `contents` holds what the analysis walked: each function reached from
     `@main`, by name; `views`, the maps and collectives it read, for the pass
-    that reads them again (flatten-maps).
+    that reads them again (flatten-maps), which takes them into its run's views
+    with `Views.absorb` (whose docstring says why an analysis cannot read with
+    the run's views itself).
     """
 
     chains: list[Chain] = dataclasses.field(default_factory=list)

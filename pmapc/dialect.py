@@ -145,7 +145,14 @@ class Views:
         self._meshes: dict[ir.Attribute, Mesh] = {}
 
     def absorb(self, other: Views) -> None:
-        """What `other` (of the same context) has read, known here too."""
+        """What `other` (of the same context) has read, known here too.
+
+        How an analysis's reads reach a run's views, in two pieces: an analysis is
+        a function of the module alone (`Analyses.get` calls `analysis(module)`,
+        and keeps its result apart from any pass), so no run's views can be handed
+        to it; it returns its own with its result (`Nesting.views`), and the pass
+        that reads the same ops again takes them in here. The result is the
+        passes' and these tables are this module's, which passes never touch."""
         self._targets.update(other._targets)
         self._collectives.update(other._collectives)
         self._maps.update(other._maps)
