@@ -109,6 +109,7 @@ class _Checker:
         self.views = dialect.Views()
         self.checked_named: set[tuple] = set()  # verify-axes' cache of checked collectives
         self.checked_attrs: set[tuple] = set()  # (op name, attribute) of groups checked
+        self.named_sizes: dict[ir.Attribute, int] = {}  # devices per group, of mesh axes
         self.static: set[ir.Type] = set()  # the types found static
 
     def run(self, index: OpIndex) -> None:
@@ -182,6 +183,7 @@ class _Checker:
             self.pairs(op)
         else:
             self.groups(op, attributes[REPLICA_GROUPS])
+            self.fits_named_groups(op, attributes[REPLICA_GROUPS])
 
     def native_ragged(self, op: ir.Operation) -> None:
         """XLA's ragged-all-to-all: six operands and a result, and its replica groups (a
@@ -241,17 +243,48 @@ class _Checker:
             self.device_ids(op, matrix, REPLICA_GROUPS, padded=True)
             _once_each(op, matrix[matrix >= 0], "in one group")
         else:
-            self.named_groups(op, named)
+            self.named_sizes[attr] = self.named_groups(op, named)
         self.checked_attrs.add(key)
 
-    def named_groups(self, op: ir.Operation, named: ir.MeshAxisGroups) -> None:
+    def fits_named_groups(self, op: ir.Operation, attr: ir.Attribute) -> None:
+        """The shapes of a collective whose groups are mesh axes fit their size, as
+        MLIR's verifier checks them for groups of device ids (it cannot count devices
+        of a mesh): an all_to_all splits into one piece per device of a group, an
+        all_gather's result and a reduce_scatter's operand are that many blocks."""
+        size = self.named_sizes.get(attr)
+        if size is None:
+            return
+        attributes = op.attributes
+        if op.name == "stablehlo.all_to_all":
+            count = ir.as_int(attributes["split_count"])
+            if count != size:
+                raise _group_size_error(op, f"splits into split_count = {count} pieces", size)
+            return
+        dimension = {
+            "stablehlo.all_gather": ("all_gather_dim", 1),
+            "stablehlo.reduce_scatter": ("scatter_dimension", -1),
+        }.get(op.name)
+        if dimension is None:
+            return
+        name, direction = dimension
+        dim = ir.as_int(attributes[name])
+        for operand, result in zip(op.operands, op.results):
+            small, large = ir.shape_of(operand.type), ir.shape_of(result.type)
+            if direction < 0:
+                small, large = large, small
+            if dim is None or not 0 <= dim < len(small) or large[dim] != small[dim] * size:
+                what = f"{'gathers' if direction > 0 else 'scatters'} {operand.type} into "
+                what += str(result.type)
+                raise _group_size_error(op, f"{what} along {name} = {dim}", size)
+
+    def named_groups(self, op: ir.Operation, named: ir.MeshAxisGroups) -> int:
         """Groups written as mesh axes: of a mesh of the module's devices (its axes are
-        checked as they are read, `to_partitions.read_groups`)."""
+        checked as they are read, `to_partitions.read_groups`); the devices of each."""
         if isinstance(named.mesh, str):
             where = self.meshes.get(named.mesh)
             if where is None:
                 read_groups(op, self.meshes)  # says the mesh is not defined
-                return
+                raise AssertionError("read_groups names an undefined mesh")
             sizes, ids = where.mesh.axis_sizes, np.asarray(where.device_ids, dtype=np.int64)
         else:
             sizes, ids = tuple(size for _, size in named.mesh), np.zeros(0, dtype=np.int64)
@@ -268,7 +301,7 @@ class _Checker:
             )
         self.device_ids(op, ids, "mesh")
         _once_each(op, ids, "in its mesh")
-        read_groups(op, self.meshes)
+        return read_groups(op, self.meshes).size
 
     def pairs(self, op: ir.Operation) -> None:
         attr = op.attributes["source_target_pairs"]
@@ -303,6 +336,15 @@ class _Checker:
                 f"'{op.name}' names device {int(outside[0])} in its {what}, outside {mesh}; "
                 "name devices of the mesh",
             )
+
+
+def _group_size_error(op: ir.Operation, what: str, size: int) -> DiagnosticError:
+    return dialect.error_at(
+        op,
+        f"'{op.name}' {what}, but its replica groups over mesh axes have {size} devices "
+        "each; make its shapes fit groups of that size",
+        Category.SHAPE,
+    )
 
 
 def declared_devices(module: ir.Module) -> int | None:

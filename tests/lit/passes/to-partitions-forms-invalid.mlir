@@ -112,3 +112,27 @@ module @mesh_over_too_many_positions attributes {pmapc.mesh = {axis_names = ["i"
     return %arg0 : tensor<3xf32>
   }
 }
+
+// -----
+
+// Groups over mesh axes: MLIR's verifier cannot count their devices, so the checks it
+// makes of device-id groups are made on entry.
+module @all_to_all_pieces_and_named_groups attributes {pmapc.mesh = {axis_names = ["a", "b"], axis_sizes = array<i64: 2, 2>}} {
+  sdy.mesh @mesh = <["a"=2, "b"=2]>
+  func.func public @main(%arg0: tensor<4xf32>) -> tensor<4xf32> {
+    // expected-error@+1 {{'stablehlo.all_to_all' splits into split_count = 1 pieces, but its replica groups over mesh axes have 4 devices each; make its shapes fit groups of that size}}
+    %0 = "stablehlo.all_to_all"(%arg0) <{channel_handle = #stablehlo.channel_handle<handle = 1, type = 1>, concat_dimension = 0 : i64, replica_groups = #stablehlo.replica_group_mesh_axes<mesh = @mesh, axes = [#stablehlo.axis_ref<name = "a">, #stablehlo.axis_ref<name = "b">]>, split_count = 1 : i64, split_dimension = 0 : i64, use_global_device_ids}> : (tensor<4xf32>) -> tensor<4xf32>
+    return %0 : tensor<4xf32>
+  }
+}
+
+// -----
+
+module @all_gather_blocks_and_named_groups attributes {pmapc.mesh = {axis_names = ["a", "b"], axis_sizes = array<i64: 2, 2>}} {
+  sdy.mesh @mesh = <["a"=2, "b"=2]>
+  func.func public @main(%arg0: tensor<4xf32>) -> tensor<4xf32> {
+    // expected-error@+1 {{'stablehlo.all_gather' gathers tensor<4xf32> into tensor<4xf32> along all_gather_dim = 0, but its replica groups over mesh axes have 2 devices each; make its shapes fit groups of that size}}
+    %0 = "stablehlo.all_gather"(%arg0) <{all_gather_dim = 0 : i64, channel_handle = #stablehlo.channel_handle<handle = 1, type = 1>, replica_groups = #stablehlo.replica_group_mesh_axes<mesh = @mesh, axes = [#stablehlo.axis_ref<name = "b">]>, use_global_device_ids}> : (tensor<4xf32>) -> tensor<4xf32>
+    return %0 : tensor<4xf32>
+  }
+}
