@@ -102,6 +102,10 @@ class Placement:
 
     hosts: np.ndarray  # int64 per position: the device's process index
     slices: np.ndarray  # int64 per position: its slice index (0 without slices)
+    # Links of one byte and spans, by (op, groups): most collectives of a program share
+    # a few group sets, so a plan costs numpy's work once per set, not per collective.
+    _links: dict = dataclasses.field(default_factory=dict, repr=False)
+    _spans: dict = dataclasses.field(default_factory=dict, repr=False)
 
     @classmethod
     def of_devices(cls, devices: Sequence) -> Placement:
@@ -137,7 +141,15 @@ class Placement:
         """The most hosts, and slices, one group of `matrix` spans."""
         if matrix.size == 0:
             return 0, 0
-        return self._most_distinct(self.hosts, matrix), self._most_distinct(self.slices, matrix)
+        key = (matrix.shape, matrix.tobytes())
+        found = self._spans.get(key)
+        if found is None:
+            found = (
+                self._most_distinct(self.hosts, matrix),
+                self._most_distinct(self.slices, matrix),
+            )
+            self._spans[key] = found
+        return found
 
     def _most_distinct(self, where: np.ndarray, matrix: np.ndarray) -> int:
         members = matrix >= 0
@@ -147,9 +159,18 @@ class Placement:
         return int((changes.sum(axis=1) + (ordered[:, :1] >= 0).sum(axis=1)).max())
 
     def links(self, op: str, matrix: np.ndarray, payload: float) -> Links:
-        """The bytes of one execution per link, each its busiest device's."""
+        """The bytes of one execution per link, each its busiest device's (in proportion
+        to the payload: worked out once per op and groups, for one byte)."""
         if matrix.size == 0 or payload == 0:
             return Links()
+        key = (op, matrix.shape, matrix.tobytes())
+        unit = self._links.get(key)
+        if unit is None:
+            unit = self._links[key] = self._unit_links(op, matrix)
+        return unit.times(payload)
+
+    def _unit_links(self, op: str, matrix: np.ndarray) -> Links:
+        payload = 1.0
         if op == PERMUTE:
             return self._permute_links(matrix, payload)
         members = matrix >= 0

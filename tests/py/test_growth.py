@@ -331,3 +331,25 @@ def test_each_pass_costs_a_few_adapter_calls_an_op():
     fails here though its work grows linearly."""
     assert costly_per_op(chain(100), chain(400)) == []
     assert costly_per_op(training_step(5), training_step(20)) == []
+
+
+def plan_on_hosts(count: int) -> Callable[[], object]:
+    """The table of a plan, its bytes by link and its hint, of `count` psums over each
+    axis in turn, on stand-ins for 2 hosts of 4 devices (compiler/plan_hosts.py)."""
+
+    class OnHost:
+        def __init__(self, host: int) -> None:
+            self.process_index, self.slice_index = host, None
+
+    def body(y):
+        for index in range(count):
+            y = lax.psum(y, "data" if index % 2 else "model") * 0.5
+        return y
+
+    devices = [OnHost(host) for host in (0, 0, 0, 0, 1, 1, 1, 1)]
+    lowered = nest(body).lower(blocks(1, 3)[0])
+    return lambda: lowered.compilation.plan(devices).table()
+
+
+def test_the_plan_by_host_and_its_hint():
+    assert faster_than_linear(plan_on_hosts(50), plan_on_hosts(200), 4) == []
