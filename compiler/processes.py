@@ -123,9 +123,9 @@ def _slice_of(index, dim: int) -> slice:
 def program_of(traced, fun, name: str) -> Program:
     """What a call of the map of `fun` (named `name`) runs, from `jax.jit`'s trace of
     it: the digest of its structure (lowering/structure_digest.py: the same in every
-    process that traces the same code on the same shapes; where a part is known only
-    in this process, of its lowered program instead), where `fun` is defined and the
-    shapes the call takes."""
+    process that traces the same code on the same shapes, wherever its files are;
+    where a part is known only in this process, of its lowered program without its
+    locations instead), where `fun` is defined and the shapes the call takes."""
     shapes = tuple(aval.str_short() for aval in traced.jaxpr.in_avals)
     digest = None
     for eqn in traced.jaxpr.eqns:
@@ -133,13 +133,20 @@ def program_of(traced, fun, name: str) -> Program:
             shared = structure.shared_map(eqn.params)
             mesh = placement.pmapc_mesh(eqn.params["mesh"])
             if shared is not None:
-                digest = structure_digest.stable_digest((shared.key, str(mesh), shapes))
+                key = (shared.key, str(mesh), shapes)
+                digest = structure_digest.stable_digest(key, whole_paths=False)
             break
     if digest is None:
-        digest = hashlib.sha256(ir.bytecode(traced.lower().compiler_ir())).hexdigest()
+        digest = program_digest(traced.lower().compiler_ir())
     code = getattr(inspect.unwrap(fun), "__code__", None)
     where = f"{_shown(code.co_filename)}:{code.co_firstlineno}" if code is not None else ""
     return Program(digest, name, where, ", ".join(shapes))
+
+
+def program_digest(module: ir.Module) -> str:
+    """A digest of a lowered program without its locations (which name the folders its
+    files are in, which may differ between hosts)."""
+    return hashlib.sha256(ir.print_module(module).encode()).hexdigest()
 
 
 def _shown(file: str) -> str:

@@ -40,6 +40,7 @@ from __future__ import annotations
 import enum
 import functools
 import hashlib
+import os
 from collections.abc import Callable
 from types import CodeType
 from typing import Any
@@ -57,12 +58,14 @@ class _Unstable(Exception):
     """A part of the structure known only by its identity in this process."""
 
 
-def stable_digest(key: Any) -> str | None:
+def stable_digest(key: Any, whole_paths: bool = True) -> str | None:
     """The digest of `key` (a structure, with what else decides its program) that
     every process running the same source with the same releases computes for an
-    equal key; None where a part is known only by its identity."""
+    equal key; None where a part is known only by its identity. Without
+    `whole_paths`, a source file is encoded by its name alone: the same code checked
+    out under other folders (on other hosts) has one digest."""
     try:
-        return hashlib.sha256(_Encoder().encoded(key)).hexdigest()
+        return hashlib.sha256(_Encoder(whole_paths).encoded(key)).hexdigest()
     except _Unstable:
         return None
 
@@ -71,8 +74,9 @@ class _Encoder:
     """Values as bytes; an object met again (an abstract value, a traceback's frames'
     code) from its first encoding."""
 
-    def __init__(self) -> None:
+    def __init__(self, whole_paths: bool = True) -> None:
         self.seen: dict[int, bytes] = {}  # id -> encoding; the key keeps them alive
+        self.whole_paths = whole_paths
 
     def encoded(self, value: Any) -> bytes:
         kind = type(value)
@@ -102,7 +106,8 @@ class _Encoder:
         known = self.seen.get(id(code))
         if known is None:
             name = getattr(code, "co_qualname", code.co_name)  # Python 3.11 added it
-            location = _text(code.co_filename) + _text(name) + b"%d;" % code.co_firstlineno
+            file = code.co_filename if self.whole_paths else os.path.basename(code.co_filename)
+            location = _text(file) + _text(name) + b"%d;" % code.co_firstlineno
             known = self.seen[id(code)] = b"c" + location
         return known
 

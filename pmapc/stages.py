@@ -14,7 +14,6 @@ Typed PRNG keys pass through as keys: the program takes and returns their data.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from collections.abc import Sequence
 from typing import TypeAlias
 
@@ -225,7 +224,7 @@ class Compiled(_Signed):
         """Before this program first runs across processes, check that every process
         runs it (compiler/agreement.py)."""
         assert self.compilation is not None, "a program across processes has its lowering"
-        digest = hashlib.sha256(ir.bytecode(self.compilation.module)).hexdigest()
+        digest = processes.program_digest(self.compilation.module)
         shapes = ", ".join(aval.str_short() for aval in self.signature.in_avals)
         program = agreement.Program(digest, "a compiled program", "", shapes)
         try:

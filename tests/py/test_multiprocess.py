@@ -351,3 +351,52 @@ def test_the_docs_show_the_error_the_example_prints():
         for line in shown:
             head = line.split(" ...", 1)[0]
             assert any(p.startswith(head) for p in printed), f"{doc.name}: {line}"
+
+
+# ---------------------------------------------------------------------------
+# What processes compare (compiler/processes.py: program_of), in one process
+
+SOURCE = """
+import jax
+import pmapc
+
+
+def body(y):
+    return jax.lax.psum({expression}, "model")
+
+
+step = pmapc.pmap(pmapc.pmap(body, axis_name="model"), axis_name="data")
+"""
+
+
+def _program_in(folder: Path, name: str, expression: str):
+    """`step` of SOURCE written in `folder` under module `name`, as the processes see
+    it when it is first called."""
+    import importlib.util
+
+    import numpy as np
+
+    from pmapc.compiler import processes
+
+    folder.mkdir(parents=True)
+    path = folder / "train.py"
+    path.write_text(SOURCE.format(expression=expression))
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    traced = module.step._jitted.trace(np.ones((2, 4, 3), np.float32))
+    return processes.program_of(traced, module.step.spec.fun, "step")
+
+
+def test_the_same_code_in_other_folders_is_the_same_program(tmp_path):
+    """Hosts may check the same code out under other folders: the digest the processes
+    compare is the same. Another body is another program; a float constant apart is
+    not (it is an argument of one program, lowering/structure.py: the same
+    collectives run)."""
+    first = _program_in(tmp_path / "host0" / "job", "train_host0", "y * 2.0")
+    second = _program_in(tmp_path / "host1" / "checkout", "train_host1", "y * 2.0")
+    scaled = _program_in(tmp_path / "host2", "train_host2", "y * 3.0")
+    other = _program_in(tmp_path / "host3", "train_host3", "y * 2.0 + y")
+    assert first.digest == second.digest == scaled.digest != other.digest
+    assert first.where.endswith("train.py:6") and first.shapes == "float32[2,4,3]"
