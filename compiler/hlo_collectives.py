@@ -300,10 +300,16 @@ def _collective(name, opcode, kind, type_text, attributes, computation, device_c
 
 def _results(kind: str, opcode: str, shape) -> list[int]:
     """The bytes of each result element: an all-gather-start's or a collective-permute-
-    start's shape is (operands, results, ...); an all-reduce-start's is its results."""
-    if opcode.endswith("-start") and kind != "all-reduce" and isinstance(shape, list):
-        return flatten(shape[1]) if len(shape) > 1 else flatten(shape)
-    return flatten(shape)
+    start's shape is (operands, results, ...); an all-reduce-start's is its results,
+    or, where XLA aliases the results to the operands (XLA:GPU of jax 0.11:
+    `((f32[..]), f32[..]) all-reduce-start`), the operands' tuple and then the
+    results."""
+    if not opcode.endswith("-start") or not isinstance(shape, list):
+        return flatten(shape)
+    if kind == "all-reduce":
+        aliased = len(shape) > 1 and isinstance(shape[0], list)
+        return flatten(shape[1:]) if aliased else flatten(shape)
+    return flatten(shape[1]) if len(shape) > 1 else flatten(shape)
 
 
 def instruction_attributes(rest: str) -> dict[str, str]:

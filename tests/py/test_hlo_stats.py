@@ -182,6 +182,12 @@ channel_id=1, replica_groups={{0,1,2,3,4,5,6,7}}, dimensions={0}, use_global_dev
   %cps = (f32[8]{0}, f32[8]{0}, u32[], u32[]) collective-permute-start(%x), channel_id=2, \
 source_target_pairs={{0,1},{1,0}}
   %cpd = f32[8]{0} collective-permute-done(%cps)
+  %ars = ((f32[8]{0}), f32[8]{0}) all-reduce-start(%x), channel_id=4, \
+replica_groups={{0,1,2,3,4,5,6,7}}, use_global_device_ids=true, to_apply=%add, \
+output_to_operand_aliasing={{1}: (0, {})}
+  %ard = f32[8]{0} all-reduce-done(%ars)
+  %ars2 = (f32[8]{0}, f32[4]{0}) all-reduce-start(%x, %x), channel_id=5, \
+replica_groups={{0,1,2,3,4,5,6,7}}, use_global_device_ids=true, to_apply=%add
   %init = (s32[], f32[8]{0}) tuple(%x, %cpd)
   %loop = (s32[], f32[8]{0}) while(%init), condition=%cond, body=%body, \
 backend_config={"known_trip_count":{"n":"5"}}
@@ -198,12 +204,15 @@ def test_start_forms_are_read_by_their_results_and_loops_in_run_order():
     assert [(c.name, c.opcode, c.element_bytes, c.is_async) for c in collectives] == [
         ("ags", "all-gather-start", (256, 256), True),
         ("cps", "collective-permute-start", (32,), True),
+        # its results, aliased to its operands (XLA:GPU of jax 0.11), and a combined one
+        ("ars", "all-reduce-start", (32,), True),
+        ("ars2", "all-reduce-start", (32, 16), True),
         ("in_loop", "all-reduce", (32,), False),
     ]
     np.testing.assert_array_equal(collectives[1].groups, [[0, 1], [1, 0]])
     assert parsed.executions()["body"] == (5, False)
     stats = hlo_stats.collective_stats(STARTS_AND_LOOPS)
-    assert stats.dynamic_count["all-reduce"] == 5
+    assert stats.dynamic_count["all-reduce"] == 5 + 2
     assert stats.wire_bytes["all-gather"] == pytest.approx(7 / 8 * 512)
     assert stats.wire_bytes["collective-permute"] == 32
 
