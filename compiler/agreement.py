@@ -38,6 +38,7 @@ from pmapc.compiler import xla
 from pmapc.errors import ProcessError
 
 DEFAULT_TIMEOUT = 10.0  # seconds
+POLL_SECONDS = 0.5  # the longest wait for one process before looking for all again
 PREFIX = "pmapc/program"
 
 
@@ -89,21 +90,38 @@ def agree(program: Program, process: int, count: int) -> None:
     with _lock:  # the n-th new program of this process: one number per program
         number = next(_counter)
     xla.key_value_set(client, _key(number, process), json.dumps(dataclasses.asdict(program)))
-    deadline = time.monotonic() + _timeout
     seen: dict[int, Program] = {process: program}
-    missing = []
-    for other in range(count):
-        if other == process:
-            continue
-        value = xla.key_value_get(client, _key(number, other), deadline - time.monotonic())
-        if value is None:
-            missing.append(other)
-        else:
-            seen[other] = Program(**json.loads(value))
+    missing = _wait_for(client, number, [p for p in range(count) if p != process], seen)
     if missing:
         raise ProcessError(_missing(program, process, number, missing))
     if any(other.digest != program.digest for other in seen.values()):
         raise ProcessError(_differ(seen, number))
+
+
+def _wait_for(client, number: int, others: list[int], seen: dict[int, Program]) -> list[int]:
+    """Read the `number`-th program of each of `others` into `seen` as it arrives; those
+    that have not arrived within the timeout. Every pass looks for each process
+    still missing, then waits up to `POLL_SECONDS` for one of them in turn: a
+    process that arrives while another is awaited is found at the next pass."""
+    deadline = time.monotonic() + _timeout
+    pending = list(others)
+    while pending:
+        for other in list(pending):
+            value = xla.key_value_get(client, _key(number, other), 0)
+            if value is not None:
+                seen[other] = Program(**json.loads(value))
+                pending.remove(other)
+        left = deadline - time.monotonic()
+        if not pending or left <= 0:
+            break
+        awaited = pending[0]
+        value = xla.key_value_get(client, _key(number, awaited), min(left, POLL_SECONDS))
+        if value is not None:
+            seen[awaited] = Program(**json.loads(value))
+            pending.remove(awaited)
+        else:
+            pending.append(pending.pop(0))  # the next pass waits for another first
+    return sorted(pending)
 
 
 def _key(number: int, process: int) -> str:
