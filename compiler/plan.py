@@ -122,6 +122,11 @@ class Step:
             return float(self.payload) * _most_pairs(self.groups.matrix()[:, 1])
         return self.sent()  # a ring receives what it sends
 
+    @property
+    def kind(self) -> str:
+        """Its op, as the split by link reads it (compiler/plan_hosts.py: Talks)."""
+        return self.op
+
     def group_matrix(self) -> np.ndarray:
         """Its groups as rows of mesh positions (-1 padded); a permute's pairs."""
         return self.groups.matrix()

@@ -81,7 +81,7 @@ class Talks(Protocol):
     """What the split reads of a collective: a plan's Step, or one XLA runs."""
 
     @property
-    def op(self) -> str:
+    def kind(self) -> str:
         """pmapc's spelling of its kind: "all_reduce", ..."""
         ...
 
@@ -219,7 +219,8 @@ def per_run(placement: Placement, talks: Sequence[Talks]) -> Links:
     """The bytes per run of every collective of `talks`, by link."""
     total = Links()
     for item in talks:
-        total += placement.links(item.op, item.group_matrix(), item.payload).times(item.executions)
+        links = placement.links(item.kind, item.group_matrix(), item.payload)
+        total += links.times(item.executions)
     return total
 
 
@@ -352,7 +353,7 @@ def cells(placement: Placement, item: Talks, format_bytes) -> tuple[str, ...]:
         return ()
     matrix = item.group_matrix()
     hosts, slices = placement.span(matrix)
-    links = placement.links(item.op, matrix, item.payload)
+    links = placement.links(item.kind, matrix, item.payload)
     if placement.slice_count > 1:
         return (
             str(hosts),

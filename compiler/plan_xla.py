@@ -146,11 +146,10 @@ class XlaRuns:
         if not self.collectives:
             return ["what XLA runs (the HLO it compiled and scheduled): no collective", both]
         placement = self.placement if self.placement is not None else plan_hosts.NOWHERE
-        by_kind = [_ByKind(c) for c in self.collectives]
         header = ("X", "op", "axes", "groups", "per run", "sent", *plan_hosts.header(placement))
         header = (*header, "HLO", "runs")
         rows = [
-            _row(k, collective, plan_hosts.cells(placement, by_kind[k], format_bytes))
+            _row(k, collective, plan_hosts.cells(placement, collective, format_bytes))
             for k, collective in enumerate(self.collectives)
         ]
         widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
@@ -161,36 +160,14 @@ class XlaRuns:
         )
         lines.append(both)
         if placement.spans_hosts:
-            lines.append(plan_hosts.total_line(placement, by_kind, format_bytes, "XLA"))
+            lines.append(plan_hosts.total_line(placement, self.collectives, format_bytes, "XLA"))
         return lines
 
     def by_link(self) -> plan_hosts.Links | None:
         """XLA's bytes per device per run by link (compiler/plan_hosts.py)."""
         if self.placement is None:
             return None
-        return plan_hosts.per_run(self.placement, [_ByKind(c) for c in self.collectives])
-
-
-@dataclasses.dataclass(frozen=True)
-class _ByKind:
-    """An XLA collective as the split by link reads it: pmapc's spelling of its op."""
-
-    collective: XlaCollective
-
-    @property
-    def op(self) -> str:
-        return self.collective.kind
-
-    @property
-    def executions(self) -> int:
-        return self.collective.executions
-
-    @property
-    def payload(self) -> int:
-        return self.collective.payload
-
-    def group_matrix(self) -> np.ndarray:
-        return self.collective.group_matrix()
+        return plan_hosts.per_run(self.placement, self.collectives)
 
 
 def _row(index: int, collective: XlaCollective, links: tuple[str, ...]) -> tuple[str, ...]:
