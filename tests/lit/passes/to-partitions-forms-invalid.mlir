@@ -136,3 +136,18 @@ module @all_gather_blocks_and_named_groups attributes {pmapc.mesh = {axis_names 
     return %0 : tensor<4xf32>
   }
 }
+
+// -----
+
+module @reduce_scatter_blocks_and_named_groups attributes {pmapc.mesh = {axis_names = ["a", "b"], axis_sizes = array<i64: 2, 2>}} {
+  sdy.mesh @mesh = <["a"=2, "b"=2]>
+  func.func public @main(%arg0: tensor<4xf32>) -> tensor<1xf32> {
+    // expected-error@+1 {{'stablehlo.reduce_scatter' scatters tensor<4xf32> into tensor<1xf32> along scatter_dimension = 0, but its replica groups over mesh axes have 2 devices each; make its shapes fit groups of that size}}
+    %0 = "stablehlo.reduce_scatter"(%arg0) <{channel_handle = #stablehlo.channel_handle<handle = 1, type = 1>, replica_groups = #stablehlo.replica_group_mesh_axes<mesh = @mesh, axes = [#stablehlo.axis_ref<name = "b">]>, scatter_dimension = 0 : i64, use_global_device_ids}> ({
+    ^bb0(%x: tensor<f32>, %y: tensor<f32>):
+      %s = stablehlo.add %x, %y : tensor<f32>
+      stablehlo.return %s : tensor<f32>
+    }) : (tensor<4xf32>) -> tensor<1xf32>
+    return %0 : tensor<1xf32>
+  }
+}
