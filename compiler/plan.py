@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 from collections.abc import Iterator, Sequence
 from typing import Protocol
 
@@ -56,7 +55,7 @@ import numpy as np
 from pmapc import dialect, hlo, ir
 from pmapc.compiler import plan_hosts, plan_pictures, runtime
 from pmapc.compiler.plan_pictures import axes_text
-from pmapc.errors import SourceLoc
+from pmapc.errors import SourceLoc, shown_file
 from pmapc.mesh import Mesh, ReplicaGroups, axes_joining, axes_of_groups, canonical_axes
 from pmapc.passes import forms, ragged
 
@@ -446,11 +445,7 @@ def _where(location: SourceLoc | None) -> str:
     """file:line, the file relative to the working directory when it lies below it."""
     if location is None:
         return "-"
-    file = location.file
-    if os.path.isabs(file):
-        relative = os.path.relpath(file)
-        file = relative if not relative.startswith("..") else file
-    return f"{file}:{location.line}"
+    return f"{shown_file(location.file)}:{location.line}"
 
 
 def format_table(plan: Plan) -> str:

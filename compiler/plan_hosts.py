@@ -278,14 +278,14 @@ def hints(mesh: Mesh, placement: Placement, talks: Sequence[Talks]) -> list[Hint
         return []
     program_now = per_run(placement, talks)
     best = None
-    for order, moved, outward_of, inward_of in _one_axis_moves(mesh.axis_names):
-        then = per_run(placement.reordered(mesh, order), talks)
-        if then.between < program_now.between and (best is None or then.between < best[1].between):
-            best = ((order, moved, outward_of, inward_of), then)
+    for move in _one_axis_moves(mesh.axis_names):
+        reordered = placement.reordered(mesh, move[0])
+        then = per_run(reordered, talks)
+        if then.between < program_now.between and (best is None or then.between < best[2].between):
+            best = (move, reordered, then)
     if best is None:
         return []
-    (order, moved, outward_of, inward_of), program_then = best
-    alternative = placement.reordered(mesh, order)
+    (order, moved, outward_of, inward_of), alternative, program_then = best
     found = []
     for axes in dict.fromkeys(item.axes for item in named):  # type: ignore[attr-defined]
         same = [item for item in named if item.axes == axes]  # type: ignore[attr-defined]

@@ -249,7 +249,7 @@ def _in_every_slice(
     every slice."""
     local = collective.groups
     if collective.dcn:
-        groups = np.stack([positions for positions in slices], axis=1)
+        groups = np.stack(slices, axis=1)
     elif collective.kind == "collective-permute":
         groups = np.concatenate([positions[local] for positions in slices])
     else:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-import os
 from typing import TYPE_CHECKING
 
 import jax
@@ -34,7 +33,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from pmapc import ir
 from pmapc.compiler.agreement import Program
-from pmapc.errors import PmapcError
+from pmapc.errors import PmapcError, shown_file
 from pmapc.lowering import jax_api, placement, primitives, structure, structure_digest
 
 if TYPE_CHECKING:
@@ -139,7 +138,7 @@ def program_of(traced, fun, name: str) -> Program:
     if digest is None:
         digest = program_digest(traced.lower().compiler_ir())
     code = getattr(inspect.unwrap(fun), "__code__", None)
-    where = f"{_shown(code.co_filename)}:{code.co_firstlineno}" if code is not None else ""
+    where = f"{shown_file(code.co_filename)}:{code.co_firstlineno}" if code is not None else ""
     return Program(digest, name, where, ", ".join(shapes))
 
 
@@ -147,13 +146,6 @@ def program_digest(module: ir.Module) -> str:
     """A digest of a lowered program without its locations (which name the folders its
     files are in, which may differ between hosts)."""
     return hashlib.sha256(ir.print_module(module).encode()).hexdigest()
-
-
-def _shown(file: str) -> str:
-    """A source file as a message names it: relative to the working directory where it
-    lies below it."""
-    relative = os.path.relpath(file) if os.path.isabs(file) else file
-    return file if relative.startswith("..") else relative
 
 
 def local_shape(sharding: jax.sharding.Sharding, global_shape: tuple[int, ...]) -> tuple[int, ...]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import enum
+import os
 from collections.abc import Hashable, Sequence
 
 
@@ -25,6 +26,15 @@ class SourceLoc:
 
     def __str__(self) -> str:
         return f"{self.file}:{self.line}:{self.col}"
+
+
+def shown_file(file: str) -> str:
+    """A source file as a message names it: relative to the working directory where it
+    lies below it, else as given."""
+    if not os.path.isabs(file):
+        return file
+    relative = os.path.relpath(file)
+    return file if relative.startswith("..") else relative
 
 
 class Category(enum.Enum):
